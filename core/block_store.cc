@@ -1,0 +1,470 @@
+#include "core/block_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "core/flusher.h"
+#include "core/index.h"
+#include "core/log.h"
+#include "core/recovery.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+
+BlockStore::BlockStore(const StoreConfig& cfg) : cfg_(cfg) {}
+
+BlockStore::~BlockStore() { (void)Close(); }
+
+Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
+  KVFS_RETURN_IF_ERROR(cfg.validate());
+  std::unique_ptr<BlockStore> s(new BlockStore(cfg));
+  auto segs = SegmentStore::Open(cfg);
+  if (!segs.ok()) return segs.status();
+  s->segs_ = std::move(*segs);
+  if (s->cfg_.index_dir.empty()) s->cfg_.index_dir = default_index_dir(s->segs_->backing_id());
+  std::error_code ec;
+  std::filesystem::create_directories(s->cfg_.index_dir, ec);
+  if (ec) return Status::FromErrno(ec.value(), "index directory " + s->cfg_.index_dir);
+  ::chmod(s->cfg_.index_dir.c_str(), 0700);
+  s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
+  s->ns_ = std::make_unique<Namespace>(static_cast<Journal*>(s.get()));
+  s->flusher_ = std::make_unique<Flusher>(s.get());
+  KVFS_RETURN_IF_ERROR(s->load());
+  Flusher* f = s->flusher_.get();
+  s->ram_->set_pressure_callback([f] { f->on_pressure(); });
+  BufferPool::set_max_free_bytes(std::min<uint64_t>(64ull << 20, cfg.ram_size / 16));
+  if (!cfg.read_only) s->flusher_->start();
+  return s;
+}
+
+Status BlockStore::load() {
+  const std::string& dir = cfg_.index_dir;
+  auto open_index = [&]() -> Status {
+    auto idx = Index::Open(dir);
+    if (!idx.ok()) return idx.status();
+    index_ = std::move(*idx);
+    return Status::OK();
+  };
+  auto rebuild = [&](const std::string& why) -> Status {
+    spdlog::warn("rebuilding the index in {} from the segments: {}", dir, why);
+    index_.reset();
+    KVFS_RETURN_IF_ERROR(Index::Destroy(dir));
+    KVFS_RETURN_IF_ERROR(open_index());
+    RebuildStats st;
+    KVFS_RETURN_IF_ERROR(rebuild_index(*segs_, *index_, &st));
+    spdlog::info("index rebuilt: {} segments, {} records, {} inodes, {} torn tails",
+                 st.segments, st.records, st.inodes, st.torn_tails);
+    rebuilt_ = true;
+    return Status::OK();
+  };
+
+  if (Status s = open_index(); !s.ok()) {
+    KVFS_RETURN_IF_ERROR(rebuild("cannot open it (" + s.ToString() + ")"));
+  } else {
+    auto id = index_->get_meta("backing_id");
+    if (!id.ok()) {
+      if (id.status().code() != Status::Code::kNotFound) {
+        KVFS_RETURN_IF_ERROR(rebuild(id.status().ToString()));
+      } else if (segs_->list().empty()) {
+        KVFS_RETURN_IF_ERROR(index_->put_meta("backing_id", segs_->backing_id()));
+      } else {
+        KVFS_RETURN_IF_ERROR(rebuild("the index is new but the backing dir has segments"));
+      }
+    } else if (*id != segs_->backing_id()) {
+      KVFS_RETURN_IF_ERROR(rebuild("it belongs to another backing directory"));
+    }
+  }
+
+  std::vector<InodeSnapshot> snaps;
+  uint64_t max_seq = 0;
+  auto collect = [&](InodeSnapshot&& s) {
+    max_seq = std::max(max_seq, s.seq);
+    snaps.push_back(std::move(s));
+  };
+  Status ls = index_->load_all(collect);
+  if (!ls.ok()) {
+    snaps.clear();
+    KVFS_RETURN_IF_ERROR(rebuild("unreadable: " + ls.ToString()));
+    KVFS_RETURN_IF_ERROR(index_->load_all(collect));
+  }
+  // An inode whose data points into a missing segment cannot be served.
+  IndexBatch drop;
+  std::vector<InodeSnapshot> usable;
+  usable.reserve(snaps.size());
+  for (auto& s : snaps) {
+    bool ok = true;
+    for (auto& be : s.extents) ok &= segs_->has_segment(be.ext.seg);
+    if (ok) {
+      usable.push_back(std::move(s));
+    } else {
+      spdlog::warn("inode {} ({}) points into a missing segment; dropped", s.ino, s.name);
+      drop.deletes.push_back(s.ino);
+    }
+  }
+  std::vector<uint64_t> orphans;
+  ns_->load(usable, &orphans);
+  for (uint64_t o : orphans) drop.deletes.push_back(o);
+  if (!orphans.empty()) spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
+  if (!drop.empty()) KVFS_RETURN_IF_ERROR(index_->commit(drop, true));
+  if (auto ns = index_->get_meta("next_seq"); ns.ok())
+    max_seq = std::max<uint64_t>(max_seq, std::strtoull(ns->c_str(), nullptr, 10));
+  next_seq_ = max_seq + 1;
+  return ns_->ensure_root(::geteuid(), ::getegid());
+}
+
+Status BlockStore::Close() {
+  if (closed_.exchange(true)) return Status::OK();
+  Status st;
+  if (flusher_) st = flusher_->stop();
+  if (!st.ok()) spdlog::error("unmount: some data could not be flushed: {}", st.ToString());
+  return st;
+}
+
+// ----------------------------------------------------------------------------
+// Journal
+
+InodeSnapshot BlockStore::snapshot_locked(const Inode& in, uint64_t parent, std::string_view name) {
+  InodeSnapshot s;
+  s.ino = in.ino;
+  s.parent = parent;
+  s.name = std::string(name);
+  s.mode = in.mode;
+  s.uid = in.uid;
+  s.gid = in.gid;
+  s.size = in.size;
+  s.atime_ns = in.atime_ns;
+  s.mtime_ns = in.mtime_ns;
+  s.ctime_ns = in.ctime_ns;
+  s.symlink = in.symlink;
+  s.xattrs = in.xattrs;
+  for (uint32_t i = 0; i < in.blocks.size(); ++i) {
+    const BlockSlot& b = in.blocks[i];
+    if (!b.buf && b.ext.valid()) s.extents.push_back({i, b.ext});
+  }
+  return s;
+}
+
+Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) {
+  if (cfg_.read_only) return Status::ReadOnly();
+  std::vector<InodeSnapshot> snaps;
+  snaps.reserve(puts.size());
+  for (const Put& p : puts) {
+    if (p.in->committed) {
+      // A renamed file: its committed content under its new name.
+      snaps.push_back(*p.in->committed);
+      snaps.back().parent = p.parent;
+      snaps.back().name = std::string(p.name);
+    } else {
+      std::lock_guard g(p.in->mu);
+      snaps.push_back(snapshot_locked(*p.in, p.parent, p.name));
+    }
+    snaps.back().seq = next_seq_.fetch_add(1);
+  }
+  IndexBatch b;
+  for (auto& s : snaps) b.puts.push_back(&s);
+  std::vector<RecordEntry> entries;
+  for (Inode* d : deletes) {
+    b.deletes.push_back(d->ino);
+    RecordEntry e;
+    e.kind = EntryKind::kTombstone;
+    e.snap.ino = d->ino;
+    e.snap.seq = next_seq_.fetch_add(1);
+    entries.push_back(std::move(e));
+  }
+  b.next_ino = ns_->next_ino();
+  b.next_seq = next_seq_.load();
+  KVFS_RETURN_IF_ERROR(index_->commit(b, false));
+  for (size_t i = 0; i < puts.size(); ++i) {
+    entries.push_back({EntryKind::kSnapshot, snaps[i]});
+    puts[i].in->committed = std::make_unique<InodeSnapshot>(std::move(snaps[i]));
+  }
+  for (Inode* d : deletes) d->committed.reset();
+  if (flusher_) flusher_->add_meta(std::move(entries));
+  return Status::OK();
+}
+
+// ----------------------------------------------------------------------------
+// Namespace operations
+
+Result<InodeRef> BlockStore::node(uint64_t ino) {
+  InodeRef in = ns_->get(ino);
+  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
+  return in;
+}
+
+Attr BlockStore::attr_locked(const Inode& in) const {
+  Attr a;
+  a.ino = in.ino;
+  a.mode = in.mode;
+  a.uid = in.uid;
+  a.gid = in.gid;
+  a.size = in.size;
+  a.atime_ns = in.atime_ns;
+  a.mtime_ns = in.mtime_ns;
+  a.ctime_ns = in.ctime_ns;
+  a.blocks = align_up(in.size, 4096) / 512;
+  a.nlink = in.linked.load() ? 1 : 0;
+  return a;
+}
+
+static void fix_nlink(const InodeRef& in, Attr* a) {
+  // Directory link counts come from the tree (Namespace::mu_ held shared).
+  if (in->dir && in->linked.load()) a->nlink = 2 + in->dir->subdirs;
+}
+
+Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
+  auto r = ns_->lookup(parent, name);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::shared_lock ns(ns_->mu());
+  std::lock_guard g(in->mu);
+  Attr a = attr_locked(*in);
+  fix_nlink(in, &a);
+  in->nlookup.fetch_add(1);
+  return a;
+}
+
+Result<Attr> BlockStore::getattr(uint64_t ino) {
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::shared_lock ns(ns_->mu());
+  std::lock_guard g(in->mu);
+  Attr a = attr_locked(*in);
+  fix_nlink(in, &a);
+  return a;
+}
+
+Status BlockStore::check_writable() const {
+  return cfg_.read_only ? Status::ReadOnly() : Status::OK();
+}
+
+void BlockStore::mark_dirty_locked(Inode& in) {
+  ++in.version;
+}
+
+Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  auto rn = node(ino);
+  if (!rn.ok()) return rn.status();
+  InodeRef& in = *rn;
+  std::shared_lock ns(ns_->mu());
+  std::lock_guard g(in->mu);
+  const int64_t t = now_ns();
+  bool meta = false;
+  if (r.set_size) {
+    if (!in->is_reg()) return in->is_dir() ? Status::IsDir() : Status::Invalid("not a file");
+    if (r.size > cfg_.max_file_size) return Status::FileTooBig();
+    KVFS_RETURN_IF_ERROR(truncate_locked(*in, r.size));
+    in->mtime_ns = t;
+    meta = true;
+  }
+  if (r.set_mode) in->mode = (in->mode & S_IFMT) | (r.mode & 07777);
+  if (r.set_uid) in->uid = r.uid;
+  if (r.set_gid) in->gid = r.gid;
+  if (r.set_atime) in->atime_ns = r.atime_now ? t : r.atime_ns;
+  if (r.set_mtime) in->mtime_ns = r.mtime_now ? t : r.mtime_ns;
+  meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime;
+  if (meta || r.set_atime) in->ctime_ns = t;
+  // An atime-only touch (llm-d marking a hit) is kept in RAM and written with
+  // the next flush of the file: it does not deserve a segment record.
+  if (meta) {
+    mark_dirty_locked(*in);
+    if (in->open_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  }
+  Attr a = attr_locked(*in);
+  fix_nlink(in, &a);
+  return a;
+}
+
+Result<Attr> BlockStore::mknod(uint64_t parent, std::string_view name, uint32_t mode,
+                               const Caller& c) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  if (!S_ISREG(mode)) return Status::NotSupported("only regular files, directories and symlinks");
+  Attr a;
+  auto f = create(parent, name, mode, O_CREAT | O_EXCL, c, &a);
+  if (!f.ok()) return f.status();
+  release(*f);
+  return a;
+}
+
+Result<Attr> BlockStore::mkdir(uint64_t parent, std::string_view name, uint32_t mode,
+                               const Caller& c) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  bool created;
+  auto r = ns_->create(parent, name, {S_IFDIR | (mode & 07777), c.uid, c.gid, {}}, true, &created);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::shared_lock ns(ns_->mu());
+  std::lock_guard g(in->mu);
+  in->nlookup.fetch_add(1);
+  Attr a = attr_locked(*in);
+  fix_nlink(in, &a);
+  return a;
+}
+
+Result<Attr> BlockStore::symlink(uint64_t parent, std::string_view name, std::string_view target,
+                                 const Caller& c) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  if (target.empty() || target.size() > 4095) return Status::NameTooLong("symlink target");
+  bool created;
+  auto r = ns_->create(parent, name, {S_IFLNK | 0777, c.uid, c.gid, std::string(target)}, true,
+                       &created);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::lock_guard g(in->mu);
+  in->nlookup.fetch_add(1);
+  return attr_locked(*in);
+}
+
+Result<std::string> BlockStore::readlink(uint64_t ino) {
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  std::lock_guard g((*r)->mu);
+  if (!(*r)->is_symlink()) return Status::Invalid("not a symlink");
+  return (*r)->symlink;
+}
+
+Status BlockStore::unlink(uint64_t parent, std::string_view name) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  auto r = ns_->remove(parent, name, false);
+  if (!r.ok()) return r.status();
+  std::lock_guard g((*r)->mu);
+  if ((*r)->open_count == 0) free_data_locked(**r);
+  return Status::OK();
+}
+
+Status BlockStore::rmdir(uint64_t parent, std::string_view name) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  return ns_->remove(parent, name, true).status();
+}
+
+Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                          std::string_view new_name, unsigned flags) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  auto r = ns_->rename(parent, name, new_parent, new_name, flags);
+  if (!r.ok()) return r.status();
+  if (InodeRef replaced = *r) {
+    std::lock_guard g(replaced->mu);
+    if (replaced->open_count == 0) free_data_locked(*replaced);
+  }
+  return Status::OK();
+}
+
+Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn) {
+  return ns_->readdir(ino, cookie, fn);
+}
+
+void BlockStore::forget(uint64_t ino, uint64_t n) { (void)ns_->forget(ino, n); }
+
+// ----------------------------------------------------------------------------
+// xattrs: kept in the inode, persisted with its snapshot, so they follow
+// renames for free.
+
+Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_view value,
+                            int flags) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  if (name.empty() || name.size() > 255) return Status::Range("xattr name length");
+  if (value.size() > 64 * 1024) return Status::NoSpace("xattr value over 64 KiB");
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::lock_guard g(in->mu);
+  auto it = in->xattrs.find(name);
+  if ((flags & XATTR_CREATE) && it != in->xattrs.end()) return Status::Exists();
+  if ((flags & XATTR_REPLACE) && it == in->xattrs.end()) return Status::NoData();
+  if (in->xattrs.size() >= 1024 && it == in->xattrs.end()) return Status::NoSpace("too many xattrs");
+  in->xattrs[name] = std::string(value);
+  in->ctime_ns = now_ns();
+  mark_dirty_locked(*in);
+  if (in->open_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  return Status::OK();
+}
+
+Result<std::string> BlockStore::getxattr(uint64_t ino, const std::string& name) {
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  std::lock_guard g((*r)->mu);
+  auto it = (*r)->xattrs.find(name);
+  if (it == (*r)->xattrs.end()) return Status::NoData();
+  return it->second;
+}
+
+Result<std::vector<std::string>> BlockStore::listxattr(uint64_t ino) {
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  std::lock_guard g((*r)->mu);
+  std::vector<std::string> v;
+  for (auto& [k, val] : (*r)->xattrs) v.push_back(k);
+  return v;
+}
+
+Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::lock_guard g(in->mu);
+  if (in->xattrs.erase(name) == 0) return Status::NoData();
+  in->ctime_ns = now_ns();
+  mark_dirty_locked(*in);
+  if (in->open_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  return Status::OK();
+}
+
+// ----------------------------------------------------------------------------
+
+StatFs BlockStore::statfs() {
+  StatFs s;
+  struct statvfs v;
+  if (::statvfs(cfg_.backing_dir.c_str(), &v) == 0) {
+    s.total_bytes = uint64_t(v.f_blocks) * v.f_frsize;
+    s.free_bytes = uint64_t(v.f_bfree) * v.f_frsize;
+    s.avail_bytes = uint64_t(v.f_bavail) * v.f_frsize;
+  }
+  s.files = ns_->count();
+  s.files_free = 1ull << 32;
+  return s;
+}
+
+StoreStats BlockStore::stats() {
+  StoreStats st;
+  for (auto& in : ns_->all()) {
+    std::lock_guard g(in->mu);
+    ++st.inodes;
+    if (in->is_reg()) {
+      ++st.files;
+      st.logical_bytes += in->size;
+    } else if (in->is_dir()) {
+      ++st.dirs;
+    }
+  }
+  st.ram = ram_->stats();
+  auto segs = segs_->list();
+  st.segments = segs.size();
+  for (auto& s : segs) st.segment_bytes += s.bytes;
+  st.backing_reads = backing_reads_.load();
+  st.backing_read_bytes = backing_read_bytes_.load();
+  st.flushed_files = flusher_->flushed_files();
+  st.flushed_bytes = flusher_->flushed_bytes();
+  st.flush_batches = flusher_->batches();
+  st.checksum_errors = checksum_errors_.load();
+  st.io_errors = io_errors_.load() + flusher_->io_errors();
+  st.enospc_errors = flusher_->enospc_errors();
+  st.dropped_files = dropped_files_.load();
+  st.queued = flusher_->queued();
+  return st;
+}
+
+Status BlockStore::flush_all() {
+  if (cfg_.read_only) return Status::OK();
+  return flusher_->flush_all();
+}
+
+}  // namespace kvfs

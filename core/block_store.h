@@ -1,0 +1,165 @@
+// BlockStore: the facade over the tiers. fs/ talks only to this class.
+//
+//   Namespace   inodes and directories, in memory (namespace.h)
+//   RamTier     RAM budget and clean-block cache (ram_tier.h)
+//   Flusher     dirty data -> segments -> index (flusher.h)
+//   SegmentStore the backing directory (segment_store.h)
+//   Index       RocksDB (index.h)
+//
+// Life of a file's data: write -> dirty buffers in the inode; close -> queued;
+// a flusher packs it into the open segment, fdatasyncs, then commits the
+// snapshot to the index (data first, index second); the buffers become clean
+// cache entries keyed by their extents and may leave RAM; a read of a block no
+// longer in RAM reads its extent and checks its XXH3 (EIO and the file is
+// dropped on a mismatch: a cache may lose an entry, never serve wrong bytes).
+//
+// Thread-safe: every public method may be called from any FUSE worker.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/inode.h"
+#include "core/namespace.h"
+#include "core/ram_tier.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+class Index;
+class SegmentStore;
+class Flusher;
+
+struct Caller {
+  uint32_t uid = 0, gid = 0;
+};
+
+struct SetAttrRequest {
+  bool set_mode = false, set_uid = false, set_gid = false, set_size = false;
+  bool set_atime = false, set_mtime = false, atime_now = false, mtime_now = false;
+  uint32_t mode = 0, uid = 0, gid = 0;
+  uint64_t size = 0;
+  int64_t atime_ns = 0, mtime_ns = 0;
+};
+
+// An open file. fs/ keeps the pointer in fuse_file_info::fh.
+struct OpenFile {
+  InodeRef in;
+  bool writable = false;
+  bool wrote = false;
+};
+
+// What a read returns: iovecs into buffers kept alive by refs. The caller
+// replies with the iovecs, then drops the ReadResult.
+struct ReadResult {
+  std::vector<iovec> iov;
+  std::vector<ConstBufRef> refs;
+  size_t bytes = 0;
+};
+
+struct StoreStats {
+  uint64_t files = 0, dirs = 0, inodes = 0;
+  uint64_t logical_bytes = 0;  // sum of regular file sizes
+  RamTierStats ram;
+  uint64_t segments = 0, segment_bytes = 0;
+  uint64_t backing_reads = 0, backing_read_bytes = 0;
+  uint64_t flushed_files = 0, flushed_bytes = 0, flush_batches = 0;
+  uint64_t checksum_errors = 0, io_errors = 0, enospc_errors = 0;
+  uint64_t dropped_files = 0;
+  uint64_t queued = 0;
+};
+
+struct StatFs {
+  uint64_t total_bytes = 0, free_bytes = 0, avail_bytes = 0;
+  uint64_t files = 0, files_free = 0;
+};
+
+class BlockStore : public Journal {
+ public:
+  // Opens the backing dir and the index; rebuilds the index from the segments
+  // when it is missing, belongs to another backing dir, or is unreadable.
+  static Result<std::unique_ptr<BlockStore>> Open(const StoreConfig& cfg);
+  ~BlockStore() override;
+
+  // Writes every dirty file and stops the flushers. Idempotent.
+  Status Close();
+
+  const StoreConfig& config() const { return cfg_; }
+  bool rebuilt_index() const { return rebuilt_; }
+
+  // --- namespace ---
+  Result<Attr> lookup(uint64_t parent, std::string_view name);  // +1 kernel ref
+  Result<Attr> getattr(uint64_t ino);
+  Result<Attr> setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh);
+  Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, const Caller& c);
+  Result<Attr> mkdir(uint64_t parent, std::string_view name, uint32_t mode, const Caller& c);
+  Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,
+                       const Caller& c);
+  Result<std::string> readlink(uint64_t ino);
+  Status unlink(uint64_t parent, std::string_view name);
+  Status rmdir(uint64_t parent, std::string_view name);
+  Status rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                std::string_view new_name, unsigned flags);
+  Status readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn);
+  void forget(uint64_t ino, uint64_t n);
+
+  // --- files ---
+  // create: O_CREAT (excl for O_EXCL, truncating an existing file for O_TRUNC).
+  Result<OpenFile*> create(uint64_t parent, std::string_view name, uint32_t mode, int flags,
+                           const Caller& c, Attr* attr);
+  Result<OpenFile*> open(uint64_t ino, int flags);
+  void release(OpenFile* f);
+  Status read(OpenFile* f, uint64_t off, size_t size, ReadResult* out);
+  Result<size_t> write(OpenFile* f, uint64_t off, const char* data, size_t size);
+  Status fsync(uint64_t ino);
+
+  // --- xattrs ---
+  Status setxattr(uint64_t ino, const std::string& name, std::string_view value, int flags);
+  Result<std::string> getxattr(uint64_t ino, const std::string& name);
+  Result<std::vector<std::string>> listxattr(uint64_t ino);
+  Status removexattr(uint64_t ino, const std::string& name);
+
+  // --- whole store ---
+  StatFs statfs();
+  StoreStats stats();
+  // Writes every dirty file (open ones too) and waits until it is committed.
+  Status flush_all();
+  RamTier& ram() { return *ram_; }
+
+ private:
+  friend class Flusher;
+  explicit BlockStore(const StoreConfig& cfg);
+  Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) override;
+  Status load();
+  Result<InodeRef> node(uint64_t ino);
+  Attr attr_locked(const Inode& in) const;
+  Status truncate_locked(Inode& in, uint64_t size);
+  Status read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out);
+  void drop_file(const InodeRef& in, const Status& why);
+  void free_data_locked(Inode& in);
+  void mark_dirty_locked(Inode& in);
+  InodeSnapshot snapshot_locked(const Inode& in, uint64_t parent, std::string_view name);
+  Status check_writable() const;
+
+  StoreConfig cfg_;
+  bool rebuilt_ = false;
+  std::unique_ptr<SegmentStore> segs_;
+  std::unique_ptr<Index> index_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<Namespace> ns_;
+  std::unique_ptr<Flusher> flusher_;
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<bool> closed_{false};
+
+  std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
+  std::atomic<uint64_t> checksum_errors_{0}, io_errors_{0}, dropped_files_{0};
+};
+
+}  // namespace kvfs

@@ -1,0 +1,62 @@
+// StoreConfig: every knob of the core store, with its default and the reason.
+//
+// One plain struct, filled once by fs/options.cc from the -o mount options,
+// checked by validate() before anything touches the disk.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace kvfs {
+
+struct StoreConfig {
+  // The backing directory (usually shared storage). Holds the superblock, the
+  // lock file and the segment files; nothing else, and never a client name.
+  std::string backing_dir;
+
+  // Where RocksDB lives. Empty: a per-backing-dir folder on local disk
+  // (default_index_dir()), because RocksDB on NFS is discouraged.
+  std::string index_dir;
+
+  // RAM tier capacity: file data in memory, dirty and clean together.
+  uint64_t ram_size = 1ull << 30;  // 1 GiB
+
+  // A segment file is closed and a new one started past this size.
+  uint64_t segment_size = 256ull << 20;  // 256 MiB
+
+  // Background flusher threads; each owns one open segment, so two overlap
+  // one batch's fdatasync with the next batch's writes.
+  unsigned flush_threads = 2;
+
+  // A flush batch closes at this many bytes of data; larger batches mean fewer
+  // fdatasync calls, smaller ones a shorter wait for fsync callers.
+  uint64_t flush_batch_bytes = 64ull << 20;
+
+  // Use O_DIRECT for segment I/O when the backing filesystem accepts it.
+  bool direct_io = true;
+
+  // Largest file kvfs accepts; writes past it fail with EFBIG.
+  uint64_t max_file_size = 1ull << 40;  // 1 TiB
+
+  // Read-only mount: every change fails with EROFS, nothing is flushed.
+  bool read_only = false;
+
+  // Node id written into segment names so that several nodes can one day
+  // share a backing dir without clashing. Empty: derived from the hostname.
+  std::string node_id;
+
+  Status validate() const;
+};
+
+// "64M", "1G", "4096", "1.5T" -> bytes. K/M/G/T are powers of 1024.
+std::optional<uint64_t> parse_size(const std::string& s);
+std::string format_size(uint64_t bytes);
+
+// The default index location for a backing dir id: /var/lib/kvfs/<id> for
+// root, $XDG_STATE_HOME/kvfs/<id> (or ~/.local/state/kvfs/<id>) otherwise.
+std::string default_index_dir(const std::string& backing_id);
+
+}  // namespace kvfs

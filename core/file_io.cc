@@ -1,0 +1,331 @@
+// BlockStore's data path: open, read, write, truncate, fsync, release.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/block_store.h"
+#include "core/flusher.h"
+#include "core/log.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+namespace {
+
+LogLimiter g_read_err_log;
+
+const char* zero_page() {
+  static char* z = [] {
+    char* p = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
+    std::memset(p, 0, kBlockSize);
+    return p;
+  }();
+  return z;
+}
+
+// Keeps the bytes between len and the next 4 KiB boundary zero, so a block
+// can be written to a segment as whole pages without leaking stale memory.
+void zero_tail(Buffer& b, uint32_t len) {
+  const size_t end = std::min<size_t>(align_up(len), b.capacity());
+  if (end > len) std::memset(b.data() + len, 0, end - len);
+}
+
+}  // namespace
+
+Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uint32_t mode,
+                                     int flags, const Caller& c, Attr* attr) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  bool created = false;
+  auto r = ns_->create(parent, name, {S_IFREG | (mode & 07777), c.uid, c.gid, {}},
+                       (flags & O_EXCL) != 0, &created);
+  if (!r.ok()) return r.status();
+  InodeRef in = *r;
+  const bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  std::shared_lock ns(ns_->mu());
+  std::lock_guard g(in->mu);
+  if (!created) {
+    if (in->is_dir()) return Status::IsDir();
+    if (!in->is_reg()) return Status::Invalid("not a regular file");
+    if ((flags & O_TRUNC) && writable && in->size > 0) {
+      KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
+      in->mtime_ns = in->ctime_ns = now_ns();
+    }
+  } else {
+    ++in->version;  // a new file is dirty until its first commit
+  }
+  ++in->open_count;
+  if (writable) ++in->open_writers;
+  in->nlookup.fetch_add(1);
+  *attr = attr_locked(*in);
+  return new OpenFile{in, writable, false};
+}
+
+Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef in = *r;
+  const bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  if (writable) KVFS_RETURN_IF_ERROR(check_writable());
+  std::lock_guard g(in->mu);
+  if (in->is_dir()) return Status::IsDir();
+  if (!in->is_reg()) return Status::Invalid("not a regular file");
+  if ((flags & O_TRUNC) && writable && in->size > 0) {
+    KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
+    in->mtime_ns = in->ctime_ns = now_ns();
+  }
+  ++in->open_count;
+  if (writable) ++in->open_writers;
+  return new OpenFile{in, writable, false};
+}
+
+void BlockStore::release(OpenFile* f) {
+  InodeRef in = std::move(f->in);
+  const bool writable = f->writable;
+  delete f;
+  bool unlinked;
+  {
+    std::lock_guard g(in->mu);
+    --in->open_count;
+    if (writable && --in->open_writers == 0) flusher_->untrack_locked(in);
+    unlinked = !in->linked.load();
+    if (unlinked) {
+      if (in->open_count == 0) free_data_locked(*in);
+    } else if (in->open_writers == 0 && in->dirty() && !cfg_.read_only) {
+      flusher_->enqueue_locked(in, false);
+    }
+  }
+  if (unlinked) ns_->reap_if_unused(in);
+}
+
+void BlockStore::free_data_locked(Inode& in) {
+  uint64_t charge = 0;
+  for (BlockSlot& s : in.blocks) {
+    charge += s.charge;
+    if (s.ext.valid()) ram_->erase(ExtentKey{s.ext.seg, s.ext.off});
+  }
+  in.blocks.clear();
+  in.blocks.shrink_to_fit();
+  in.dirty_charge = 0;
+  if (charge) ram_->release_dirty(charge);
+}
+
+Status BlockStore::read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out) {
+  BufRef b = BufferPool::allocate(align_up(ext.len));
+  Status st = segs_->read_extent(ext, b->data());
+  backing_reads_.fetch_add(1, std::memory_order_relaxed);
+  if (!st.ok()) {
+    (st.code() == Status::Code::kCorruption ? checksum_errors_ : io_errors_).fetch_add(1);
+    uint64_t held = 0;
+    if (g_read_err_log.allow(&held))
+      spdlog::error("read of inode {} block {} failed: {} ({} similar errors not shown)", in.ino,
+                    idx, st.ToString(), held);
+    return st;
+  }
+  backing_read_bytes_.fetch_add(ext.len, std::memory_order_relaxed);
+  zero_tail(*b, ext.len);
+  ram_->insert(ExtentKey{ext.seg, ext.off}, b);
+  *out = std::move(b);
+  return Status::OK();
+}
+
+void BlockStore::drop_file(const InodeRef& in, const Status& why) {
+  if (cfg_.read_only) return;
+  if (ns_->drop(in).ok()) {
+    dropped_files_.fetch_add(1);
+    spdlog::error("file {} (inode {}) dropped from the cache: {}", in->name, in->ino,
+                  why.ToString());
+  }
+}
+
+Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out) {
+  Inode& in = *f->in;
+  struct Piece {
+    ConstBufRef ref;
+    uint32_t idx, from, to, valid;
+    Extent miss;
+  };
+  std::vector<Piece> pieces;
+  {
+    std::lock_guard g(in.mu);
+    if (off >= in.size || size == 0) return Status::OK();
+    const uint64_t end = std::min<uint64_t>(off + size, in.size);
+    for (uint64_t b = off / kBlockSize; b * kBlockSize < end; ++b) {
+      const uint64_t base = b * kBlockSize;
+      Piece p{nullptr, uint32_t(b), uint32_t(std::max(off, base) - base),
+              uint32_t(std::min(end, base + kBlockSize) - base), 0, Extent{}};
+      if (b < in.blocks.size()) {
+        const BlockSlot& s = in.blocks[b];
+        p.valid = s.len;
+        if (s.buf) {
+          p.ref = s.buf;
+        } else if (s.ext.valid()) {
+          p.ref = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
+          if (!p.ref) p.miss = s.ext;
+        }
+      }
+      pieces.push_back(std::move(p));
+    }
+    const int64_t t = now_ns();
+    // relatime: enough for "last read" without a write per read.
+    if (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000) in.atime_ns = t;
+  }
+  for (Piece& p : pieces) {
+    if (!p.miss.valid()) continue;
+    Status st = read_block(in, p.idx, p.miss, &p.ref);
+    if (!st.ok()) {
+      if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);
+      return Status::IOError(st.message());
+    }
+  }
+  out->refs.reserve(pieces.size());
+  for (Piece& p : pieces) {
+    const uint32_t data_end = std::min(p.to, std::max(p.valid, p.from));
+    if (p.ref && data_end > p.from) {
+      out->iov.push_back({const_cast<char*>(p.ref->data()) + p.from, size_t(data_end - p.from)});
+      out->refs.push_back(std::move(p.ref));
+    }
+    const uint32_t zfrom = std::max(p.from, data_end);
+    if (p.to > zfrom) out->iov.push_back({const_cast<char*>(zero_page()), size_t(p.to - zfrom)});
+    out->bytes += p.to - p.from;
+  }
+  return Status::OK();
+}
+
+Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
+    return Status::FileTooBig("write past the maximum file size");
+  InodeRef& in = f->in;
+  size_t pos = 0;
+  while (pos < size) {
+    const uint64_t cur = off + pos;
+    const uint32_t idx = static_cast<uint32_t>(cur / kBlockSize);
+    const uint32_t bo = static_cast<uint32_t>(cur % kBlockSize);
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(kBlockSize - bo, size - pos));
+    // Reserve before locking: waiting for the flushers with the inode lock
+    // held would stop them from capturing this very inode.
+    Status rs = ram_->reserve_dirty(kBlockSize);
+    if (!rs.ok()) {
+      if (pos > 0) return pos;
+      return rs;
+    }
+    uint64_t used = 0, freed = 0;
+    Status ws;
+    {
+      std::lock_guard g(in->mu);
+      if (idx >= in->blocks.size()) in->blocks.resize(idx + 1);
+      BlockSlot& s = in->blocks[idx];
+      const uint32_t new_len = std::max(s.len, bo + n);
+      if (s.buf && s.buf.use_count() == 1 && s.buf->capacity() >= align_up(new_len)) {
+        if (bo > s.len) std::memset(s.buf->data() + s.len, 0, bo - s.len);
+        std::memcpy(s.buf->data() + bo, data + pos, n);
+      } else {
+        BufRef nb = BufferPool::allocate(new_len);
+        const bool keep_old = s.len > 0 && !(bo == 0 && n >= s.len);
+        uint32_t have = 0;
+        if (keep_old) {
+          ConstBufRef src = s.buf;
+          if (!src && s.ext.valid()) {
+            src = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
+            if (!src) ws = read_block(*in, idx, s.ext, &src);
+          }
+          if (ws.ok() && src) {
+            std::memcpy(nb->data(), src->data(), s.len);
+            have = s.len;
+          }
+        }
+        if (ws.ok()) {
+          if (bo > have) std::memset(nb->data() + have, 0, bo - have);
+          std::memcpy(nb->data() + bo, data + pos, n);
+          used = nb->capacity();
+          freed = s.charge;
+          s.buf = std::move(nb);
+          s.charge = static_cast<uint32_t>(used);
+        }
+      }
+      if (ws.ok()) {
+        s.len = new_len;
+        zero_tail(*s.buf, new_len);
+        in->dirty_charge += used - freed;
+        in->size = std::max<uint64_t>(in->size, cur + n);
+        in->mtime_ns = in->ctime_ns = now_ns();
+        ++in->version;
+        f->wrote = true;
+        if (in->open_writers > 0)
+          flusher_->track_locked(in);
+        else if (in->linked.load())
+          flusher_->enqueue_locked(in, false);  // mmap write-back after close
+      }
+    }
+    ram_->release_dirty(kBlockSize - used + freed);
+    if (!ws.ok()) {
+      if (pos > 0) return pos;
+      return Status::IOError(ws.message());
+    }
+    pos += n;
+  }
+  return size;
+}
+
+Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
+  if (size == in.size) return Status::OK();
+  if (size < in.size) {
+    const size_t nblocks = static_cast<size_t>((size + kBlockSize - 1) / kBlockSize);
+    uint64_t released = 0;
+    for (size_t i = nblocks; i < in.blocks.size(); ++i) released += in.blocks[i].charge;
+    if (in.blocks.size() > nblocks) in.blocks.resize(nblocks);
+    in.dirty_charge -= released;
+    if (released) ram_->release_dirty(released);
+    if (nblocks > 0) {
+      BlockSlot& s = in.blocks[nblocks - 1];
+      const uint32_t keep = static_cast<uint32_t>(size - (nblocks - 1) * kBlockSize);
+      if (s.len > keep) {
+        if (s.buf && s.buf.use_count() == 1) {
+          std::memset(s.buf->data() + keep, 0, s.len - keep);
+        } else {
+          // A shorter copy of a written block: its extent's hash covers the
+          // old length, so the block becomes dirty again.
+          ConstBufRef src = s.buf;
+          if (!src) {
+            src = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
+            if (!src) KVFS_RETURN_IF_ERROR(read_block(in, uint32_t(nblocks - 1), s.ext, &src));
+          }
+          BufRef nb = BufferPool::allocate(keep);
+          std::memcpy(nb->data(), src->data(), keep);
+          ram_->charge_dirty(nb->capacity());
+          in.dirty_charge += nb->capacity() - s.charge;
+          if (s.charge) ram_->release_dirty(s.charge);
+          s.charge = static_cast<uint32_t>(nb->capacity());
+          s.buf = std::move(nb);
+        }
+        s.len = keep;
+        zero_tail(*s.buf, keep);
+      }
+    }
+    ++in.trunc_gen;
+  }
+  in.size = size;
+  ++in.version;
+  return Status::OK();
+}
+
+Status BlockStore::fsync(uint64_t ino) {
+  if (cfg_.read_only) return Status::OK();
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef in = *r;
+  std::unique_lock l(in->mu);
+  if (!in->dirty() || !in->linked.load()) return Status::OK();
+  const uint64_t target = in->version;
+  in->flush_error = Status::OK();
+  ++in->fsync_waiters;
+  flusher_->enqueue_locked(in, true);
+  flusher_->wait_durable(l, [&] {
+    return in->durable_version >= target || !in->linked.load() || !in->flush_error.ok();
+  });
+  --in->fsync_waiters;
+  if (in->durable_version >= target || !in->linked.load()) return Status::OK();
+  return in->flush_error;
+}
+
+}  // namespace kvfs

@@ -1,0 +1,404 @@
+#include "core/flusher.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/block_store.h"
+#include "core/index.h"
+#include "core/log.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+
+struct Flusher::Captured {
+  InodeRef in;
+  bool blocks_only = false;  // pressure write-out, no commit
+  bool sync = false;         // an fsync waits for it
+  uint64_t version = 0;
+  uint64_t trunc_gen = 0;
+  InodeSnapshot snap;  // extents of clean blocks; dirty ones are added when written
+  struct Dirty {
+    uint32_t idx;
+    BufRef buf;
+    uint32_t len;
+    Extent ext;
+  };
+  std::vector<Dirty> dirty;
+  uint64_t bytes = 0;
+};
+
+namespace {
+LogLimiter g_flush_err_log;
+constexpr auto kRetryDelay = std::chrono::seconds(1);
+}  // namespace
+
+Flusher::Flusher(BlockStore* store) : store_(store) {}
+
+Flusher::~Flusher() { (void)stop(); }
+
+void Flusher::start() {
+  for (unsigned i = 0; i < store_->cfg_.flush_threads; ++i) {
+    auto w = std::make_unique<Worker>();
+    Worker* raw = w.get();
+    workers_.push_back(std::move(w));
+    raw->thread = std::thread([this, raw] { run(raw); });
+  }
+}
+
+Status Flusher::stop() {
+  if (workers_.empty()) return Status::OK();
+  Status st = flush_all();
+  {
+    std::lock_guard l(q_mu_);
+    stopping_ = true;
+    retry_.clear();
+    queue_.clear();
+  }
+  q_cv_.notify_all();
+  for (auto& w : workers_) w->thread.join();
+  workers_.clear();
+  return st;
+}
+
+void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
+  if (in->in_flush) {
+    in->requeue = true;
+    return;
+  }
+  if (in->queued) return;
+  in->queued = true;
+  {
+    std::lock_guard l(q_mu_);
+    if (urgent)
+      queue_.push_front(in);
+    else
+      queue_.push_back(in);
+    if (urgent) retry_at_ = {};
+  }
+  q_cv_.notify_one();
+}
+
+void Flusher::track_locked(const InodeRef& in) {
+  if (in->tracked) return;
+  in->tracked = true;
+  std::lock_guard l(q_mu_);
+  writing_.insert(in);
+}
+
+void Flusher::untrack_locked(const InodeRef& in) {
+  if (!in->tracked) return;
+  in->tracked = false;
+  std::lock_guard l(q_mu_);
+  writing_.erase(in);
+}
+
+void Flusher::add_meta(std::vector<RecordEntry> entries) {
+  {
+    std::lock_guard l(q_mu_);
+    for (auto& e : entries) meta_.push_back(std::move(e));
+  }
+  q_cv_.notify_one();
+}
+
+void Flusher::on_pressure() {
+  {
+    std::lock_guard l(q_mu_);
+    pressure_ = true;
+  }
+  q_cv_.notify_all();
+}
+
+uint64_t Flusher::queued() const {
+  std::lock_guard l(q_mu_);
+  return queue_.size() + retry_.size();
+}
+
+void Flusher::wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done) {
+  durable_cv_.wait(l, done);
+}
+
+bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure,
+                      Captured* c) {
+  std::shared_lock ns(store_->ns_->mu());
+  std::lock_guard g(in->mu);
+  if (from_queue) in->queued = false;
+  if (in->in_flush) {
+    in->requeue = true;
+    return false;
+  }
+  const bool linked = in->linked.load();
+  const bool sealed = in->open_writers == 0 || in->fsync_waiters > 0 || force;
+  bool blocks_only;
+  if (!linked || !sealed) {
+    // Not committable now; only a write-out of dirty blocks to free RAM.
+    if (!pressure || in->dirty_charge == 0) return false;
+    blocks_only = true;
+  } else {
+    if (!in->dirty()) return false;
+    blocks_only = false;
+  }
+  c->in = in;
+  c->blocks_only = blocks_only;
+  c->sync = in->fsync_waiters > 0;
+  c->version = in->version;
+  c->trunc_gen = in->trunc_gen;
+  for (uint32_t i = 0; i < in->blocks.size(); ++i) {
+    const BlockSlot& s = in->blocks[i];
+    if (!s.buf) continue;
+    c->dirty.push_back({i, s.buf, s.len, Extent{}});
+    c->bytes += s.len;
+  }
+  if (!blocks_only) {
+    c->snap = store_->snapshot_locked(*in, in->parent, in->name);
+    c->snap.seq = store_->next_seq_.fetch_add(1);
+  }
+  in->in_flush = true;
+  return true;
+}
+
+bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta,
+                         bool* sync) {
+  std::unique_lock l(q_mu_);
+  for (;;) {
+    if (stopping_) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!retry_.empty() && now >= retry_at_) {
+      for (auto& in : retry_) queue_.push_back(std::move(in));
+      retry_.clear();
+    }
+    const bool ready = !queue_.empty() || !meta_.empty() || pressure_;
+    if (ready && now >= retry_at_) break;
+    if (ready || !retry_.empty())
+      q_cv_.wait_until(l, retry_at_);
+    else
+      q_cv_.wait(l);
+  }
+  ++active_;
+  meta->swap(meta_);
+  meta_.clear();
+  const bool pressure = pressure_;
+  pressure_ = false;
+  const bool force = force_all_;
+  const uint64_t limit = store_->cfg_.flush_batch_bytes;
+  uint64_t bytes = 0;
+  while (!queue_.empty() && bytes < limit) {
+    InodeRef in = std::move(queue_.front());
+    queue_.pop_front();
+    l.unlock();
+    Captured c;
+    if (capture(in, force, true, pressure, &c)) {
+      bytes += c.bytes;
+      batch->push_back(std::move(c));
+    }
+    l.lock();
+  }
+  if (pressure && bytes < limit) {
+    std::vector<InodeRef> open(writing_.begin(), writing_.end());
+    l.unlock();
+    for (auto& in : open) {
+      if (bytes >= limit) break;
+      Captured c;
+      if (capture(in, false, false, true, &c)) {
+        bytes += c.bytes;
+        batch->push_back(std::move(c));
+      }
+    }
+    l.lock();
+  }
+  *sync = false;
+  for (auto& c : *batch) *sync |= c.sync;
+  return true;
+}
+
+void Flusher::run(Worker* w) {
+  for (;;) {
+    std::vector<Captured> batch;
+    std::vector<RecordEntry> meta;
+    bool sync = false;
+    if (!take_batch(&batch, &meta, &sync)) break;
+    if (!batch.empty() || !meta.empty()) {
+      Status st = write_batch(w, batch, meta);
+      if (st.ok()) {
+        finish_batch(batch, sync);
+      } else {
+        w->writer.reset();  // a failed segment is never appended to again
+        fail_batch(batch, meta, st);
+      }
+    }
+    {
+      std::lock_guard l(q_mu_);
+      --active_;
+    }
+    idle_cv_.notify_all();
+  }
+  w->writer.reset();
+}
+
+Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch,
+                            std::vector<RecordEntry>& meta) {
+  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
+  if (!w->writer) {
+    auto nw = store_->segs_->new_writer();
+    if (!nw.ok()) return nw.status();
+    w->writer = std::move(*nw);
+  }
+  SegmentWriter& sw = *w->writer;
+  std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
+  for (auto& c : batch)
+    if (!c.blocks_only && c.dirty.empty()) entries.push_back({EntryKind::kSnapshot, c.snap});
+  if (!entries.empty()) KVFS_RETURN_IF_ERROR(sw.append(RecordType::kMeta, entries, {}, nullptr));
+
+  for (auto& c : batch) {
+    if (c.dirty.empty()) continue;
+    std::vector<SegmentWriter::Block> blocks;
+    blocks.reserve(c.dirty.size());
+    for (auto& d : c.dirty) {
+      d.ext.len = d.len;
+      d.ext.hash = hash_bytes(d.buf->data(), d.len);
+      d.ext.seg = sw.id();
+      blocks.push_back({d.buf, d.len});
+    }
+    std::vector<RecordEntry> fe;
+    if (!c.blocks_only) {
+      // Merge the dirty blocks into the snapshot's extent list (sorted by idx).
+      auto& ex = c.snap.extents;
+      for (auto& d : c.dirty) ex.push_back({d.idx, d.ext});
+      std::sort(ex.begin(), ex.end(), [](auto& a, auto& b) { return a.idx < b.idx; });
+      fe.push_back({EntryKind::kSnapshot, c.snap});
+    }
+    auto fill = [&](const std::vector<uint64_t>& offs) {
+      for (size_t i = 0; i < offs.size(); ++i) c.dirty[i].ext.off = offs[i];
+      if (fe.empty()) return;
+      auto& ex = fe[0].snap.extents;
+      size_t j = 0;
+      for (auto& be : ex)
+        if (j < c.dirty.size() && be.idx == c.dirty[j].idx) be.ext = c.dirty[j++].ext;
+      c.snap.extents = ex;
+    };
+    KVFS_RETURN_IF_ERROR(sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe,
+                                   blocks, fill));
+  }
+  return sw.sync();
+}
+
+void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
+  Status cs;
+  {
+    std::shared_lock ns(store_->ns_->mu());
+    IndexBatch ib;
+    for (auto& c : batch)
+      if (!c.blocks_only && c.in->linked.load()) ib.puts.push_back(&c.snap);
+    ib.next_ino = store_->ns_->next_ino();
+    ib.next_seq = store_->next_seq_.load();
+    if (!ib.empty()) cs = store_->index_->commit(ib, sync);
+    if (cs.ok()) {
+      for (auto& c : batch) {
+        Inode& in = *c.in;
+        std::lock_guard g(in.mu);
+        if (in.trunc_gen == c.trunc_gen) {
+          for (auto& d : c.dirty) {
+            if (d.idx >= in.blocks.size()) continue;
+            BlockSlot& s = in.blocks[d.idx];
+            s.ext = d.ext;
+            if (s.buf == d.buf) {
+              s.buf.reset();
+              in.dirty_charge -= s.charge;
+              store_->ram_->clean_dirty(ExtentKey{d.ext.seg, d.ext.off}, d.buf, s.charge);
+              s.charge = 0;
+            }
+          }
+        }
+        if (!c.blocks_only) {
+          if (in.linked.load()) in.committed = std::make_unique<InodeSnapshot>(c.snap);
+          in.durable_version = std::max(in.durable_version, c.version);
+          flushed_files_.fetch_add(1, std::memory_order_relaxed);
+        }
+        for (auto& d : c.dirty) flushed_bytes_.fetch_add(d.len, std::memory_order_relaxed);
+        in.in_flush = false;
+        in.flush_error = Status::OK();
+        const bool sealed = in.open_writers == 0 || in.fsync_waiters > 0;
+        if (in.requeue || (in.dirty() && sealed && in.linked.load())) {
+          in.requeue = false;
+          enqueue_locked(c.in, in.fsync_waiters > 0);
+        }
+        if (!in.linked.load() && in.open_count == 0) store_->free_data_locked(in);
+      }
+    }
+  }
+  if (!cs.ok()) {
+    std::vector<RecordEntry> none;
+    fail_batch(batch, none, cs);
+    return;
+  }
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  store_->ram_->set_flush_error(Status::OK());
+  durable_cv_.notify_all();
+}
+
+void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
+                         const Status& st) {
+  (st.code() == Status::Code::kNoSpace ? enospc_ : io_errors_).fetch_add(1);
+  uint64_t held = 0;
+  if (g_flush_err_log.allow(&held))
+    spdlog::error("flush of {} files failed, will retry: {} ({} similar errors not shown)",
+                  batch.size(), st.ToString(), held);
+  std::vector<InodeRef> again;
+  for (auto& c : batch) {
+    std::lock_guard g(c.in->mu);
+    c.in->in_flush = false;
+    c.in->flush_error = st;
+    c.in->requeue = false;
+    if (c.in->linked.load() || c.in->dirty_charge > 0) again.push_back(c.in);
+  }
+  {
+    std::lock_guard l(q_mu_);
+    for (auto& in : again) retry_.push_back(std::move(in));
+    for (auto& e : meta) meta_.push_back(std::move(e));
+    retry_at_ = std::chrono::steady_clock::now() + kRetryDelay;
+  }
+  store_->ram_->set_flush_error(st);
+  durable_cv_.notify_all();
+}
+
+Status Flusher::flush_all() {
+  Status result;
+  for (int round = 0; round < 3; ++round) {
+    bool any = false;
+    {
+      std::lock_guard l(q_mu_);
+      force_all_ = true;
+      for (auto& in : retry_) queue_.push_back(std::move(in));
+      retry_.clear();
+      retry_at_ = {};
+    }
+    for (auto& in : store_->ns_->all()) {
+      std::lock_guard g(in->mu);
+      if ((in->dirty() && in->linked.load()) || in->in_flush) {
+        enqueue_locked(in, false);
+        any = true;
+      }
+    }
+    {
+      std::unique_lock l(q_mu_);
+      any |= !meta_.empty();
+      q_cv_.notify_all();
+      idle_cv_.wait(l, [&] { return (queue_.empty() && meta_.empty() && active_ == 0) ||
+                                    !retry_.empty() || stopping_; });
+      force_all_ = false;
+      if (!retry_.empty()) {
+        result = Status::IOError("some files could not be flushed");
+        break;
+      }
+    }
+    if (!any) break;
+  }
+  if (result.ok()) {
+    for (auto& in : store_->ns_->all()) {
+      std::lock_guard g(in->mu);
+      if (in->dirty() && in->linked.load() && !in->flush_error.ok()) return in->flush_error;
+    }
+  }
+  return result;
+}
+
+}  // namespace kvfs

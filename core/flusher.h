@@ -1,0 +1,106 @@
+// Flusher: background threads that turn dirty inodes into segment records
+// and index commits (write coalescing).
+//
+// One pass of a flusher thread: take queued inodes until flush_batch_bytes,
+// capture each (dirty buffers + a snapshot of its metadata, under its lock),
+// append them as records to the thread's own open segment together with the
+// journal's pending metadata entries, fdatasync once, commit every snapshot
+// in one RocksDB WriteBatch, then turn the written buffers into clean cache
+// entries. Data first, index second: a crash between the two leaves records
+// the index does not point to, never an index entry without its data.
+//
+// Files still open for writing are left alone unless fsync asks for them or
+// the RAM tier is full of dirty data; then their dirty blocks are written out
+// ahead (kBlocks records) without a commit, so a file larger than RAM can be
+// written, and is committed only when it is complete (closed or fsynced).
+//
+// Thread-safe. Lock order: Namespace::mu_ -> Inode::mu -> q_mu_.
+#pragma once
+
+#include <condition_variable>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "core/inode.h"
+#include "core/record.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+class BlockStore;
+class SegmentWriter;
+
+class Flusher {
+ public:
+  explicit Flusher(BlockStore* store);
+  ~Flusher();
+
+  void start();
+  // Writes everything still dirty, then stops the threads.
+  Status stop();
+
+  // Queues an inode for a flush. Requires in.mu.
+  void enqueue_locked(const InodeRef& in, bool urgent);
+  // Remembers an inode written while open (pressure write-out). Requires in.mu.
+  void track_locked(const InodeRef& in);
+  void untrack_locked(const InodeRef& in);
+  // Journal entries to append to the next segment record. Thread-safe.
+  void add_meta(std::vector<RecordEntry> entries);
+  // Called by the RamTier when a writer has to wait for RAM.
+  void on_pressure();
+  // Flushes every dirty inode, open or not, and waits for it.
+  Status flush_all();
+  // Waits (releasing l, the inode's mutex) until done() holds; woken after
+  // every commit or failure.
+  void wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done);
+
+  uint64_t queued() const;
+  uint64_t flushed_files() const { return flushed_files_.load(); }
+  uint64_t flushed_bytes() const { return flushed_bytes_.load(); }
+  uint64_t batches() const { return batches_.load(); }
+  uint64_t enospc_errors() const { return enospc_.load(); }
+  uint64_t io_errors() const { return io_errors_.load(); }
+
+ private:
+  struct Captured;
+  struct Worker {
+    std::thread thread;
+    std::unique_ptr<SegmentWriter> writer;
+  };
+  void run(Worker* w);
+  // Takes inodes (and pending meta) for one pass; false when stopping.
+  bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync);
+  bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
+  Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta);
+  void finish_batch(std::vector<Captured>& batch, bool sync);
+  void fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta, const Status& st);
+
+  BlockStore* const store_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+
+  mutable std::mutex q_mu_;
+  std::condition_variable q_cv_;                  // guarded by q_mu_
+  std::deque<InodeRef> queue_;                    // guarded by q_mu_
+  std::vector<InodeRef> retry_;                   // failed, retried at retry_at_; q_mu_
+  std::unordered_set<InodeRef> writing_;          // guarded by q_mu_
+  std::vector<RecordEntry> meta_;                 // guarded by q_mu_
+  bool stopping_ = false;                         // guarded by q_mu_
+  bool pressure_ = false;                         // guarded by q_mu_
+  bool force_all_ = false;                        // guarded by q_mu_
+  int active_ = 0;                                // passes in progress, guarded by q_mu_
+  std::condition_variable idle_cv_;               // guarded by q_mu_
+  std::chrono::steady_clock::time_point retry_at_;  // guarded by q_mu_; error backoff
+
+  std::condition_variable_any durable_cv_;  // waiters hold their inode's mu
+
+  std::atomic<uint64_t> flushed_files_{0}, flushed_bytes_{0}, batches_{0};
+  std::atomic<uint64_t> enospc_{0}, io_errors_{0};
+};
+
+}  // namespace kvfs

@@ -1,0 +1,55 @@
+// Index: the RocksDB database that maps every inode to its latest committed
+// snapshot (record.h), plus a few meta keys. It is a cache of what the
+// segments hold: missing, from another backing dir, or unreadable, it is
+// rebuilt from them (recovery.cc).
+//
+// Keys: "I" + big-endian ino -> encoded InodeSnapshot
+//       "M:backing_id", "M:next_ino", "M:next_seq" -> decimal strings
+//
+// Thread-safe (RocksDB is). No other header sees RocksDB.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/record.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+struct IndexBatch {
+  std::vector<const InodeSnapshot*> puts;
+  std::vector<uint64_t> deletes;
+  uint64_t next_ino = 0;  // written when non-zero
+  uint64_t next_seq = 0;
+  bool empty() const { return puts.empty() && deletes.empty(); }
+};
+
+class Index {
+ public:
+  // Opens (creating if missing) the database in dir.
+  static Result<std::unique_ptr<Index>> Open(const std::string& dir);
+  // Removes the database at dir (before a rebuild).
+  static Status Destroy(const std::string& dir);
+  ~Index();
+
+  Result<std::string> get_meta(const std::string& key);
+  Status put_meta(const std::string& key, const std::string& value);
+
+  // Calls fn for every stored snapshot; a value that does not decode is a
+  // Corruption (the caller rebuilds).
+  Status load_all(const std::function<void(InodeSnapshot&&)>& fn);
+
+  // One atomic WriteBatch. sync=true also syncs the WAL (fsync callers).
+  Status commit(const IndexBatch& b, bool sync);
+
+ private:
+  Index() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvfs

@@ -1,0 +1,112 @@
+// Inode: one file, directory or symlink in memory.
+//
+// The whole namespace lives in RAM (the index holds its persistent copy), so
+// lookups never touch the disk. A regular file's data is a vector of 1 MiB
+// block slots; each slot holds a dirty RAM buffer (authoritative while set)
+// and/or the extent of its latest copy in a segment (authoritative when no
+// buffer is set). Clean copies of extents live in the RamTier, keyed by
+// extent, so dropping them never touches the inode.
+//
+// Locking: fields under "Namespace::mu_" are written only with that mutex held
+// exclusively and read with it held at least shared. Fields under "mu" need
+// the inode's own mutex. Lock order: Namespace::mu_, then Inode::mu; never two
+// inode mutexes at once.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/record.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+inline constexpr uint64_t kRootIno = 1;
+
+struct BlockSlot {
+  BufRef buf;           // dirty copy; null when clean or a hole
+  uint32_t len = 0;     // valid bytes in this block; the rest reads as zeros
+  uint32_t charge = 0;  // dirty bytes charged to the RamTier for buf
+  Extent ext;           // latest copy written to a segment
+};
+
+class Inode;
+
+struct DirData {
+  std::unordered_map<std::string, std::shared_ptr<Inode>> by_name;
+  std::map<uint64_t, Inode*> by_cookie;  // readdir order, stable offsets
+  uint64_t next_cookie = 3;              // 1 and 2 are "." and ".."
+  uint32_t subdirs = 0;
+};
+
+class Inode {
+ public:
+  explicit Inode(uint64_t i) : ino(i) {}
+  const uint64_t ino;
+
+  // --- guarded by Namespace::mu_ ---
+  uint64_t parent = 0;
+  std::string name;
+  uint64_t dir_cookie = 0;
+  std::atomic<bool> linked{true};  // false once unlinked (nlink 0); written under Namespace::mu_
+  std::unique_ptr<DirData> dir;  // directories only
+  // Last snapshot in the index; null if the index does not know this inode.
+  // Written under Namespace::mu_ exclusive, or shared plus mu.
+  std::unique_ptr<InodeSnapshot> committed;
+
+  std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)
+
+  // --- guarded by mu ---
+  std::mutex mu;
+  uint32_t mode = 0;
+  uint32_t uid = 0, gid = 0;
+  uint64_t size = 0;
+  int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+  std::string symlink;
+  std::map<std::string, std::string> xattrs;
+  std::vector<BlockSlot> blocks;
+  uint64_t dirty_charge = 0;     // sum of blocks[i].charge
+  uint64_t version = 0;          // bumped by every change a flush must capture
+  uint64_t durable_version = 0;  // version of the last commit
+  uint64_t trunc_gen = 0;        // bumped by truncation: stale flushes must not land
+  uint32_t open_count = 0;
+  uint32_t open_writers = 0;
+  uint32_t fsync_waiters = 0;
+  bool queued = false;    // in the flush queue
+  bool in_flush = false;  // captured by a flusher, not yet committed
+  bool requeue = false;   // changed while in_flush
+  bool tracked = false;   // in the flusher's set of files written while open
+  Status flush_error;     // last flush failure, reported to fsync
+
+  bool is_dir() const { return S_ISDIR(mode); }
+  bool is_reg() const { return S_ISREG(mode); }
+  bool is_symlink() const { return S_ISLNK(mode); }
+  // Needs a flush: something changed since the last commit. Requires mu.
+  bool dirty() const { return version != durable_version; }
+};
+
+using InodeRef = std::shared_ptr<Inode>;
+
+// Attributes as the FUSE layer reports them.
+struct Attr {
+  uint64_t ino = 0;
+  uint32_t mode = 0;
+  uint32_t nlink = 1;
+  uint32_t uid = 0, gid = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;  // 512-byte units
+  int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+};
+
+int64_t now_ns();
+
+}  // namespace kvfs

@@ -1,0 +1,352 @@
+#include "core/namespace.h"
+
+#include <ctime>
+#include <mutex>
+
+namespace kvfs {
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+Namespace::Namespace(Journal* journal) : journal_(journal) {}
+
+Status Namespace::check_name(std::string_view name) {
+  if (name.size() > kNameMax) return Status::NameTooLong();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
+      name.find('\0') != std::string_view::npos)
+    return Status::Invalid("bad name");
+  return Status::OK();
+}
+
+void Namespace::load(std::vector<InodeSnapshot>& snaps, std::vector<uint64_t>* orphans) {
+  std::unique_lock l(mu_);
+  uint64_t max_ino = kRootIno;
+  for (auto& s : snaps) {
+    auto in = std::make_shared<Inode>(s.ino);
+    in->parent = s.parent;
+    in->name = s.name;
+    in->mode = s.mode;
+    in->uid = s.uid;
+    in->gid = s.gid;
+    in->size = s.size;
+    in->atime_ns = s.atime_ns;
+    in->mtime_ns = s.mtime_ns;
+    in->ctime_ns = s.ctime_ns;
+    in->symlink = s.symlink;
+    in->xattrs = s.xattrs;
+    if (in->is_dir()) in->dir = std::make_unique<DirData>();
+    if (!s.extents.empty()) in->blocks.resize(s.extents.back().idx + 1);
+    for (const auto& be : s.extents) {
+      in->blocks[be.idx].ext = be.ext;
+      in->blocks[be.idx].len = be.ext.len;
+    }
+    in->committed = std::make_unique<InodeSnapshot>(std::move(s));
+    in->committed->extents.shrink_to_fit();
+    max_ino = std::max(max_ino, in->ino);
+    table_[in->ino] = std::move(in);
+  }
+  snaps.clear();
+  next_ino_ = max_ino + 1;
+  // Link children to parents; anything unreachable from the root is dropped.
+  // Repeat until stable: dropping a directory orphans its children.
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (auto it = table_.begin(); it != table_.end();) {
+      Inode& in = *it->second;
+      if (in.ino == kRootIno) {
+        ++it;
+        continue;
+      }
+      auto p = table_.find(in.parent);
+      bool ok = p != table_.end() && p->second->is_dir() && check_name(in.name).ok() &&
+                p->second->ino != in.ino;
+      if (!ok) {
+        if (orphans) orphans->push_back(in.ino);
+        it = table_.erase(it);
+        changed = true;
+        continue;
+      }
+      ++it;
+    }
+  }
+  for (auto& [ino, in] : table_) {
+    if (ino == kRootIno) continue;
+    Inode* dir = table_[in->parent].get();
+    auto dup = dir->dir->by_name.find(in->name);
+    if (dup != dir->dir->by_name.end()) {
+      // Two inodes claim one name (only after a rebuild): keep the newer.
+      InodeRef& other = dup->second;
+      InodeRef loser = other->committed->seq > in->committed->seq ? in : other;
+      if (loser == other) {
+        unlink_locked(dir, other);
+        link_locked(dir, in, in->name);
+      }
+      loser->linked = false;
+      if (orphans) orphans->push_back(loser->ino);
+      continue;
+    }
+    link_locked(dir, in, in->name);
+  }
+  for (auto it = table_.begin(); it != table_.end();)
+    it = it->second->linked ? std::next(it) : table_.erase(it);
+}
+
+Status Namespace::ensure_root(uint32_t uid, uint32_t gid) {
+  std::unique_lock l(mu_);
+  auto it = table_.find(kRootIno);
+  if (it != table_.end()) {
+    if (!it->second->is_dir()) return Status::Corruption("root inode is not a directory");
+    return Status::OK();
+  }
+  auto root = std::make_shared<Inode>(kRootIno);
+  root->parent = kRootIno;
+  root->mode = S_IFDIR | 0755;
+  root->uid = uid;
+  root->gid = gid;
+  root->atime_ns = root->mtime_ns = root->ctime_ns = now_ns();
+  root->dir = std::make_unique<DirData>();
+  KVFS_RETURN_IF_ERROR(journal_->journal({{root.get(), kRootIno, ""}}, {}));
+  table_[kRootIno] = std::move(root);
+  return Status::OK();
+}
+
+InodeRef Namespace::get(uint64_t ino) const {
+  std::shared_lock l(mu_);
+  auto it = table_.find(ino);
+  return it == table_.end() ? nullptr : it->second;
+}
+
+Result<Inode*> Namespace::dir_locked(uint64_t ino) const {
+  auto it = table_.find(ino);
+  if (it == table_.end()) return Status::NotFound();
+  Inode* d = it->second.get();
+  if (!d->is_dir()) return Status::NotDir();
+  if (!d->linked) return Status::NotFound("directory was removed");
+  return d;
+}
+
+Result<InodeRef> Namespace::lookup(uint64_t parent, std::string_view name) const {
+  if (name.size() > kNameMax) return Status::NameTooLong();
+  std::shared_lock l(mu_);
+  auto d = dir_locked(parent);
+  if (!d.ok()) return d.status();
+  auto it = (*d)->dir->by_name.find(std::string(name));
+  if (it == (*d)->dir->by_name.end()) return Status::NotFound();
+  return it->second;
+}
+
+void Namespace::link_locked(Inode* dir, const InodeRef& child, std::string name) {
+  child->parent = dir->ino;
+  child->name = std::move(name);
+  child->dir_cookie = dir->dir->next_cookie++;
+  child->linked = true;
+  dir->dir->by_cookie[child->dir_cookie] = child.get();
+  if (child->dir) ++dir->dir->subdirs;
+  dir->dir->by_name[child->name] = child;
+}
+
+void Namespace::unlink_locked(Inode* dir, const InodeRef& child) {
+  dir->dir->by_cookie.erase(child->dir_cookie);
+  if (child->dir) --dir->dir->subdirs;
+  dir->dir->by_name.erase(child->name);
+}
+
+Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const NewNode& n,
+                                   bool excl, bool* created) {
+  KVFS_RETURN_IF_ERROR(check_name(name));
+  *created = false;
+  std::unique_lock l(mu_);
+  auto d = dir_locked(parent);
+  if (!d.ok()) return d.status();
+  Inode* dir = *d;
+  std::string key(name);
+  if (auto it = dir->dir->by_name.find(key); it != dir->dir->by_name.end()) {
+    if (excl) return Status::Exists();
+    return it->second;
+  }
+  auto in = std::make_shared<Inode>(next_ino_.fetch_add(1));
+  const int64_t t = now_ns();
+  in->mode = n.mode;
+  in->uid = n.uid;
+  in->gid = n.gid;
+  in->atime_ns = in->mtime_ns = in->ctime_ns = t;
+  in->symlink = n.symlink;
+  in->size = in->is_symlink() ? n.symlink.size() : 0;
+  if (in->is_dir()) in->dir = std::make_unique<DirData>();
+  if (!in->is_reg()) KVFS_RETURN_IF_ERROR(journal_->journal({{in.get(), parent, name}}, {}));
+  link_locked(dir, in, std::move(key));
+  table_[in->ino] = in;
+  {
+    std::lock_guard g(dir->mu);
+    dir->mtime_ns = dir->ctime_ns = t;
+  }
+  *created = true;
+  return in;
+}
+
+Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool want_dir) {
+  if (name.size() > kNameMax) return Status::NameTooLong();
+  std::unique_lock l(mu_);
+  auto d = dir_locked(parent);
+  if (!d.ok()) return d.status();
+  Inode* dir = *d;
+  auto it = dir->dir->by_name.find(std::string(name));
+  if (it == dir->dir->by_name.end()) return Status::NotFound();
+  InodeRef victim = it->second;
+  if (want_dir) {
+    if (!victim->dir) return Status::NotDir();
+    if (!victim->dir->by_name.empty()) return Status::NotEmpty();
+  } else if (victim->dir) {
+    return Status::IsDir();
+  }
+  if (victim->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}));
+  unlink_locked(dir, victim);
+  victim->linked = false;
+  const int64_t t = now_ns();
+  {
+    std::lock_guard g(dir->mu);
+    dir->mtime_ns = dir->ctime_ns = t;
+  }
+  {
+    std::lock_guard g(victim->mu);
+    victim->ctime_ns = t;
+  }
+  if (unused_locked(*victim)) table_.erase(victim->ino);
+  return victim;
+}
+
+Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                                   std::string_view new_name, unsigned flags) {
+  if (flags & ~kRenameNoReplace) return Status::Invalid("unsupported rename flags");
+  if (name.size() > kNameMax) return Status::NameTooLong();
+  KVFS_RETURN_IF_ERROR(check_name(new_name));
+  std::unique_lock l(mu_);
+  auto sd = dir_locked(parent);
+  if (!sd.ok()) return sd.status();
+  auto nd = dir_locked(new_parent);
+  if (!nd.ok()) return nd.status();
+  Inode* src_dir = *sd;
+  Inode* dst_dir = *nd;
+  auto sit = src_dir->dir->by_name.find(std::string(name));
+  if (sit == src_dir->dir->by_name.end()) return Status::NotFound();
+  InodeRef src = sit->second;
+  InodeRef dst;
+  if (auto dit = dst_dir->dir->by_name.find(std::string(new_name));
+      dit != dst_dir->dir->by_name.end())
+    dst = dit->second;
+  if (dst == src) return InodeRef();  // same file: POSIX says do nothing
+  if (src->dir) {
+    // A directory may not move into its own subtree.
+    for (uint64_t a = new_parent;; ) {
+      if (a == src->ino) return Status::Invalid("rename into own subtree");
+      if (a == kRootIno) break;
+      auto p = table_.find(a);
+      if (p == table_.end()) break;
+      a = p->second->parent;
+    }
+  }
+  if (dst) {
+    if (flags & kRenameNoReplace) return Status::Exists();
+    if (dst->dir && !src->dir) return Status::IsDir();
+    if (!dst->dir && src->dir) return Status::NotDir();
+    if (dst->dir && !dst->dir->by_name.empty()) return Status::NotEmpty();
+  }
+  std::vector<Journal::Put> puts;
+  std::vector<Inode*> dels;
+  if (src->committed) puts.push_back({src.get(), new_parent, new_name});
+  if (dst && dst->committed) dels.push_back(dst.get());
+  if (!puts.empty() || !dels.empty()) KVFS_RETURN_IF_ERROR(journal_->journal(puts, dels));
+
+  if (dst) {
+    unlink_locked(dst_dir, dst);
+    dst->linked = false;
+  }
+  unlink_locked(src_dir, src);
+  link_locked(dst_dir, src, std::string(new_name));
+  const int64_t t = now_ns();
+  for (Inode* i : {src_dir, dst_dir, src.get()}) {
+    std::lock_guard g(i->mu);
+    i->ctime_ns = t;
+    if (i != src.get()) i->mtime_ns = t;
+  }
+  if (dst && unused_locked(*dst)) table_.erase(dst->ino);
+  return dst;
+}
+
+Status Namespace::drop(const InodeRef& in) {
+  std::unique_lock l(mu_);
+  if (!in->linked.load()) return Status::NotFound();
+  auto d = dir_locked(in->parent);
+  if (!d.ok()) return d.status();
+  auto it = (*d)->dir->by_name.find(in->name);
+  if (it == (*d)->dir->by_name.end() || it->second != in) return Status::NotFound();
+  if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}));
+  unlink_locked(*d, in);
+  in->linked = false;
+  return Status::OK();
+}
+
+Status Namespace::readdir(uint64_t ino, uint64_t cookie, const DirFn& fn) const {
+  std::shared_lock l(mu_);
+  auto it = table_.find(ino);
+  if (it == table_.end()) return Status::NotFound();
+  Inode* d = it->second.get();
+  if (!d->dir) return Status::NotDir();
+  if (cookie < 1 && !fn(".", d->ino, S_IFDIR, 1)) return Status::OK();
+  if (cookie < 2) {
+    auto p = table_.find(d->parent);
+    uint64_t pino = p == table_.end() ? d->ino : d->parent;
+    if (!fn("..", pino, S_IFDIR, 2)) return Status::OK();
+  }
+  for (auto e = d->dir->by_cookie.upper_bound(std::max<uint64_t>(cookie, 2));
+       e != d->dir->by_cookie.end(); ++e) {
+    if (!fn(e->second->name, e->second->ino, e->second->mode & S_IFMT, e->first)) break;
+  }
+  return Status::OK();
+}
+
+bool Namespace::unused_locked(Inode& in) {
+  if (in.linked || in.nlookup.load() != 0) return false;
+  std::lock_guard g(in.mu);
+  return in.open_count == 0;
+}
+
+InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
+  std::unique_lock l(mu_);
+  auto it = table_.find(ino);
+  if (it == table_.end()) return nullptr;
+  InodeRef in = it->second;
+  uint64_t cur = in->nlookup.load();
+  in->nlookup = cur > n ? cur - n : 0;
+  if (ino != kRootIno && unused_locked(*in)) {
+    table_.erase(it);
+    return in;
+  }
+  return nullptr;
+}
+
+void Namespace::reap_if_unused(const InodeRef& in) {
+  std::unique_lock l(mu_);
+  if (unused_locked(*in)) table_.erase(in->ino);
+}
+
+uint64_t Namespace::count() const {
+  std::shared_lock l(mu_);
+  return table_.size();
+}
+
+std::vector<InodeRef> Namespace::all() const {
+  std::shared_lock l(mu_);
+  std::vector<InodeRef> v;
+  v.reserve(table_.size());
+  for (auto& [ino, in] : table_) v.push_back(in);
+  return v;
+}
+
+uint64_t Namespace::next_ino() const { return next_ino_.load(); }
+
+}  // namespace kvfs

@@ -1,0 +1,114 @@
+// Namespace: the inode table and the directory tree, all in memory.
+//
+// Names map to inodes; data belongs to the inode, so rename never moves data.
+// Every inode has exactly one name (no hard links), which keeps snapshots
+// self-describing: an inode's snapshot carries its (parent, name).
+//
+// Directories and symlinks are committed to the index when created; regular
+// files when a flusher has written their data. Changes to inodes the index
+// already knows (rename, unlink, rmdir) go through the Journal, with mu_ held
+// exclusively, before they are applied in memory: if the index write fails,
+// nothing changes and the caller gets the error.
+//
+// Thread-safe. mu_ is a shared_mutex: lookups and readdir take it shared,
+// changes exclusively. Lock order: mu_ -> Inode::mu.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/inode.h"
+#include "core/record.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+class Journal {
+ public:
+  virtual ~Journal() = default;
+  struct Put {
+    Inode* in;
+    uint64_t parent;
+    std::string_view name;
+  };
+  // Called with Namespace::mu_ held exclusively, before the change is applied.
+  virtual Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) = 0;
+};
+
+struct NewNode {
+  uint32_t mode = 0;  // with the file type bits
+  uint32_t uid = 0, gid = 0;
+  std::string symlink;
+};
+
+inline constexpr size_t kNameMax = 255;
+inline constexpr unsigned kRenameNoReplace = 1;  // RENAME_NOREPLACE
+inline constexpr unsigned kRenameExchange = 2;   // RENAME_EXCHANGE
+
+class Namespace {
+ public:
+  explicit Namespace(Journal* journal);
+
+  std::shared_mutex& mu() const { return mu_; }
+
+  // Startup only: builds the tree from the index's snapshots. Snapshots whose
+  // parent is missing or not a directory are dropped (returned in orphans).
+  void load(std::vector<InodeSnapshot>& snaps, std::vector<uint64_t>* orphans);
+  // Startup only: makes a root directory if load() found none.
+  Status ensure_root(uint32_t uid, uint32_t gid);
+
+  InodeRef get(uint64_t ino) const;
+  Result<InodeRef> lookup(uint64_t parent, std::string_view name) const;
+
+  // Makes a new inode, or with excl=false returns the existing one
+  // (*created=false). Directories and symlinks are journaled at once.
+  Result<InodeRef> create(uint64_t parent, std::string_view name, const NewNode& n, bool excl,
+                          bool* created);
+
+  // unlink (dir=false) or rmdir (dir=true); returns the removed inode.
+  Result<InodeRef> remove(uint64_t parent, std::string_view name, bool dir);
+
+  // Returns the inode that the rename replaced (unlinked), or null.
+  Result<InodeRef> rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                          std::string_view new_name, unsigned flags);
+
+  // Removes a file by identity (its name may have changed meanwhile), e.g.
+  // when its data turned out to be corrupt. NotFound if already unlinked.
+  Status drop(const InodeRef& in);
+
+  // Entries after cookie, in a stable order; fn returns false when full.
+  using DirFn = std::function<bool(std::string_view name, uint64_t ino, uint32_t mode,
+                                   uint64_t next_cookie)>;
+  Status readdir(uint64_t ino, uint64_t cookie, const DirFn& fn) const;
+
+  // Drops n kernel references; removes the inode from the table when it is
+  // unlinked, unreferenced and not open. Returns it if it was removed.
+  InodeRef forget(uint64_t ino, uint64_t n);
+  // After the last close: removes an unlinked inode nobody references.
+  void reap_if_unused(const InodeRef& in);
+
+  uint64_t count() const;
+  std::vector<InodeRef> all() const;
+  // Allocates inode numbers above every loaded one.
+  uint64_t next_ino() const;
+
+  static Status check_name(std::string_view name);
+
+ private:
+  Result<Inode*> dir_locked(uint64_t ino) const;
+  void link_locked(Inode* dir, const InodeRef& child, std::string name);
+  void unlink_locked(Inode* dir, const InodeRef& child);
+  bool unused_locked(Inode& in);
+
+  Journal* const journal_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<uint64_t, InodeRef> table_;  // guarded by mu_
+  std::atomic<uint64_t> next_ino_{kRootIno + 1};
+};
+
+}  // namespace kvfs

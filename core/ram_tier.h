@@ -1,0 +1,130 @@
+// RamTier: the RAM tier's byte budget and its cache of clean blocks.
+//
+// Two kinds of bytes share one capacity (ram_size):
+//  - clean blocks, copies of extents already safe in a segment, kept in a
+//    sharded segmented LRU keyed by extent (segment id, offset). They may be
+//    dropped at any time: the segment still has them.
+//  - dirty blocks, owned by their inode until a flusher writes them. They are
+//    only accounted here (reserve_dirty/release_dirty) and are never dropped:
+//    when the budget is full of dirty bytes, reserve_dirty() waits for the
+//    flushers (backpressure) instead of growing.
+//
+// The clean cache is a segmented LRU per shard (as RocksDB's ShardedCache with
+// a high-priority pool): new blocks enter a probation list, a second hit
+// promotes them to a protected list holding up to 80 % of the shard. A
+// one-time sweep through cold data only churns probation, so it cannot push
+// hot blocks out.
+//
+// Thread-safe. Lock order: budget_mu_ before any shard mutex; the tier never
+// calls out while holding either, except the pressure callback, which is
+// called with no lock held.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+struct ExtentKey {
+  uint64_t seg = 0;
+  uint64_t off = 0;
+  bool operator==(const ExtentKey& o) const { return seg == o.seg && off == o.off; }
+};
+
+struct ExtentKeyHash {
+  size_t operator()(const ExtentKey& k) const {
+    uint64_t h = k.seg * 0x9E3779B97F4A7C15ull ^ (k.off + 0x632BE59BD9B4E019ull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return static_cast<size_t>(h ^ (h >> 32));
+  }
+};
+
+struct RamTierStats {
+  uint64_t capacity = 0;
+  uint64_t clean_bytes = 0;
+  uint64_t dirty_bytes = 0;
+  uint64_t entries = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t evicted_bytes = 0;
+  uint64_t backpressure_waits = 0;
+};
+
+class RamTier {
+ public:
+  explicit RamTier(uint64_t capacity, unsigned shard_bits = 4);
+  ~RamTier();
+  RamTier(const RamTier&) = delete;
+  RamTier& operator=(const RamTier&) = delete;
+
+  // Clean cache. lookup() counts a hit or a miss; the returned reference keeps
+  // the bytes alive even if the entry is evicted meanwhile.
+  ConstBufRef lookup(const ExtentKey& key);
+  void insert(const ExtentKey& key, ConstBufRef buf);
+  void erase(const ExtentKey& key);
+
+  // Dirty budget. reserve_dirty blocks while clean+dirty+bytes would pass the
+  // capacity and there is dirty data that flushing will turn clean.
+  // Fails only when flushing itself is failing (set_flush_error) while the
+  // writer waits: then the writer gets that error instead of hanging.
+  Status reserve_dirty(uint64_t bytes);
+  void release_dirty(uint64_t bytes);
+  // Charges dirty bytes without waiting, for the rare change made while an
+  // inode lock is held (truncating into the middle of a block).
+  void charge_dirty(uint64_t bytes);
+  // Moves a flushed block from the dirty budget into the clean cache in one
+  // step, so the bytes are never counted twice or not at all.
+  void clean_dirty(const ExtentKey& key, ConstBufRef buf, uint64_t dirty_bytes);
+
+  // Called (no lock held) when a writer has to wait: flushers should also
+  // write out blocks of files that are still open.
+  void set_pressure_callback(std::function<void()> cb);
+  bool under_pressure() const { return waiters_.load(std::memory_order_relaxed) > 0; }
+
+  // Flushers report whether they can make progress; while they cannot,
+  // writers that would wait fail with this status instead.
+  void set_flush_error(Status s);
+
+  void set_capacity(uint64_t capacity);
+  uint64_t capacity() const { return capacity_.load(); }
+  // Drops every clean block (admin "drop caches"; tests).
+  void drop_clean();
+  RamTierStats stats() const;
+
+ private:
+  struct Entry;
+  struct Shard;
+  Shard& shard_for(const ExtentKey& k);
+  // Evicts clean entries until usage + extra <= capacity or nothing is left.
+  // Requires budget_mu_.
+  void evict_locked(uint64_t extra);
+
+  std::atomic<uint64_t> capacity_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  unsigned shard_mask_;
+
+  mutable std::mutex budget_mu_;
+  std::condition_variable budget_cv_;                // guarded by budget_mu_
+  std::atomic<uint64_t> clean_bytes_{0};             // sum of shard charges
+  std::atomic<uint64_t> dirty_bytes_{0};             // written under budget_mu_
+  std::atomic<int> waiters_{0};
+  std::function<void()> pressure_cb_;                // set before use
+  unsigned evict_cursor_ = 0;                        // guarded by budget_mu_
+  Status flush_error_;                               // guarded by budget_mu_
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, evicted_bytes_{0}, waits_{0};
+};
+
+}  // namespace kvfs

@@ -1,0 +1,447 @@
+#include "core/segment_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/log.h"
+
+namespace kvfs {
+namespace {
+
+constexpr const char* kSuperName = "kvfs.super";
+constexpr const char* kLockName = "kvfs.lock";
+constexpr const char* kSegDir = "segments";
+constexpr int kFormat = 1;
+
+std::string random_id() {
+  std::random_device rd;
+  char b[33];
+  for (int i = 0; i < 4; ++i) std::snprintf(b + 8 * i, 9, "%08x", static_cast<unsigned>(rd()));
+  return std::string(b, 32);
+}
+
+Status fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + dir);
+  int r = ::fsync(fd);
+  int e = errno;
+  ::close(fd);
+  return r == 0 ? Status::OK() : Status::FromErrno(e, "fsync " + dir);
+}
+
+// Reads or creates the superblock; returns the backing id.
+Result<std::string> load_superblock(const std::string& backing) {
+  std::string path = backing + "/" + kSuperName;
+  std::ifstream in(path);
+  if (in) {
+    std::string line, id;
+    int format = -1;
+    while (std::getline(in, line)) {
+      if (line.rfind("id=", 0) == 0) id = line.substr(3);
+      if (line.rfind("format=", 0) == 0) format = std::atoi(line.c_str() + 7);
+    }
+    if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return Status::Corruption(path + " is not a kvfs superblock");
+    if (format != kFormat)
+      return Status::NotSupported(path + ": format " + std::to_string(format) +
+                                  " is not supported (this kvfs reads format 1)");
+    return id;
+  }
+  std::string id = random_id();
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
+  std::string body = "kvfs-superblock\nid=" + id + "\nformat=" + std::to_string(kFormat) + "\n";
+  bool ok = ::write(fd, body.data(), body.size()) == ssize_t(body.size()) && ::fsync(fd) == 0;
+  int e = errno;
+  ::close(fd);
+  if (!ok) return Status::FromErrno(e, "write " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename " + tmp);
+  KVFS_RETURN_IF_ERROR(fsync_dir(backing));
+  return id;
+}
+
+std::string default_node() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string n;
+  for (char* p = host; *p; ++p)
+    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') n += *p;
+  return n.empty() ? "node" : n;
+}
+
+bool parse_seg_name(const char* name, uint64_t* id) {
+  // <node>-<16 hex>.seg
+  size_t n = std::strlen(name);
+  if (n < 22 || std::strcmp(name + n - 4, ".seg") != 0 || name[n - 21] != '-') return false;
+  std::string hex(name + n - 20, 16);
+  if (hex.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  *id = std::strtoull(hex.c_str(), nullptr, 16);
+  return *id != 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg) {
+  std::unique_ptr<SegmentStore> s(new SegmentStore);
+  struct stat st;
+  if (::stat(cfg.backing_dir.c_str(), &st) != 0)
+    return Status::FromErrno(errno, "backing directory " + cfg.backing_dir);
+  if (!S_ISDIR(st.st_mode)) return Status::NotDir("backing directory " + cfg.backing_dir);
+  if (::access(cfg.backing_dir.c_str(), W_OK | X_OK) != 0 && !cfg.read_only)
+    return Status::FromErrno(errno, "backing directory " + cfg.backing_dir + " is not writable");
+
+  // The lock comes first: the superblock may be created only by its owner.
+  std::string lock_path = cfg.backing_dir + "/" + kLockName;
+  s->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (s->lock_fd_ < 0) return Status::FromErrno(errno, "open " + lock_path);
+  if (::flock(s->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char pid[32] = {0};
+    ssize_t n = ::pread(s->lock_fd_, pid, sizeof(pid) - 1, 0);
+    std::string who = n > 0 ? std::string(pid, strnlen(pid, n)) : "?";
+    while (!who.empty() && (who.back() == '\n')) who.pop_back();
+    if (e == EWOULDBLOCK)
+      return Status::Busy("backing directory " + cfg.backing_dir +
+                          " is already in use by another kvfs (pid " + who + ")");
+    return Status::FromErrno(e, "lock " + lock_path);
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(s->lock_fd_, 0) != 0 || ::pwrite(s->lock_fd_, pid.data(), pid.size(), 0) < 0)
+    return Status::FromErrno(errno, "write " + lock_path);
+
+  auto id = load_superblock(cfg.backing_dir);
+  if (!id.ok()) return id.status();
+  s->backing_id_ = *id;
+  s->node_ = cfg.node_id.empty() ? default_node() : cfg.node_id;
+  s->dir_ = cfg.backing_dir + "/" + kSegDir;
+  if (::mkdir(s->dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    return Status::FromErrno(errno, "mkdir " + s->dir_);
+
+  DIR* d = ::opendir(s->dir_.c_str());
+  if (!d) return Status::FromErrno(errno, "opendir " + s->dir_);
+  while (dirent* de = ::readdir(d)) {
+    uint64_t sid;
+    if (!parse_seg_name(de->d_name, &sid)) continue;
+    std::string p = s->dir_ + "/" + de->d_name;
+    struct stat ss;
+    if (::stat(p.c_str(), &ss) != 0 || !S_ISREG(ss.st_mode)) continue;
+    if (s->segs_.count(sid)) {
+      ::closedir(d);
+      return Status::Corruption("two segments with id " + std::to_string(sid) + " in " + s->dir_);
+    }
+    s->segs_[sid] = SegmentInfo{sid, static_cast<uint64_t>(ss.st_size), p};
+    s->next_id_ = std::max(s->next_id_, sid + 1);
+  }
+  ::closedir(d);
+
+  // Probe O_DIRECT once: tmpfs before 6.6 and some NFS setups refuse it.
+  if (cfg.direct_io) {
+    std::string probe = s->dir_ + "/.direct_probe";
+    int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      void* b = nullptr;
+      if (posix_memalign(&b, kAlign, kAlign) == 0) {
+        std::memset(b, 0, kAlign);
+        s->direct_io_ = ::pwrite(fd, b, kAlign, 0) == ssize_t(kAlign);
+        std::free(b);
+      }
+      ::close(fd);
+    }
+    ::unlink(probe.c_str());
+  }
+  return s;
+}
+
+SegmentStore::~SegmentStore() {
+  for (auto& [id, fd] : read_fds_) ::close(fd);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+std::string SegmentStore::seg_path(uint64_t id) const {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%016" PRIx64, id);
+  return dir_ + "/" + node_ + "-" + b + ".seg";
+}
+
+Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
+  uint64_t id;
+  std::string path;
+  {
+    std::unique_lock l(mu_);
+    id = next_id_++;
+    path = seg_path(id);
+    segs_[id] = SegmentInfo{id, 0, path};
+  }
+  int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0);
+  int fd = ::open(path.c_str(), flags, 0600);
+  if (fd < 0) {
+    Status s = Status::FromErrno(errno, "create segment " + path);
+    std::unique_lock l(mu_);
+    segs_.erase(id);
+    return s;
+  }
+  if (Status s = fsync_dir(dir_); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  return std::unique_ptr<SegmentWriter>(new SegmentWriter(this, id, fd));
+}
+
+void SegmentStore::note_size(uint64_t id, uint64_t bytes) {
+  std::unique_lock l(mu_);
+  if (auto it = segs_.find(id); it != segs_.end()) it->second.bytes = bytes;
+}
+
+Result<int> SegmentStore::read_fd(uint64_t id) {
+  {
+    std::shared_lock l(mu_);
+    if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;
+  }
+  std::unique_lock l(mu_);
+  if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;
+  auto it = segs_.find(id);
+  if (it == segs_.end()) return Status::Corruption("segment " + std::to_string(id) + " is missing");
+  int fd = ::open(it->second.path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0));
+  if (fd < 0) return Status::FromErrno(errno, "open segment " + it->second.path);
+  read_fds_[id] = fd;
+  return fd;
+}
+
+Status SegmentStore::read_extent(const Extent& ext, char* dst) {
+  auto fd = read_fd(ext.seg);
+  if (!fd.ok()) return fd.status();
+  const size_t want = align_up(ext.len);
+  size_t got = 0;
+  while (got < ext.len) {
+    ssize_t r = ::pread(*fd, dst + got, want - got, static_cast<off_t>(ext.off + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read segment " + std::to_string(ext.seg));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  if (got < ext.len)
+    return Status::Corruption("short segment " + std::to_string(ext.seg) + " at offset " +
+                              std::to_string(ext.off));
+  if (hash_bytes(dst, ext.len) != ext.hash)
+    return Status::Corruption("checksum mismatch in segment " + std::to_string(ext.seg) +
+                              " at offset " + std::to_string(ext.off));
+  return Status::OK();
+}
+
+std::vector<SegmentInfo> SegmentStore::list() const {
+  std::shared_lock l(mu_);
+  std::vector<SegmentInfo> v;
+  for (auto& [id, info] : segs_) v.push_back(info);
+  std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return v;
+}
+
+bool SegmentStore::has_segment(uint64_t id) const {
+  std::shared_lock l(mu_);
+  return segs_.count(id) != 0;
+}
+
+uint64_t SegmentStore::used_bytes() const {
+  std::shared_lock l(mu_);
+  uint64_t n = 0;
+  for (auto& [id, info] : segs_) n += info.bytes;
+  return n;
+}
+
+Status SegmentStore::remove_segment(uint64_t id) {
+  std::string path;
+  {
+    std::unique_lock l(mu_);
+    auto it = segs_.find(id);
+    if (it == segs_.end()) return Status::OK();
+    path = it->second.path;
+    segs_.erase(it);
+    if (auto f = read_fds_.find(id); f != read_fds_.end()) {
+      ::close(f->second);
+      read_fds_.erase(f);
+    }
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return Status::FromErrno(errno, "unlink " + path);
+  return Status::OK();
+}
+
+Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes) {
+  std::string path;
+  {
+    std::shared_lock l(mu_);
+    auto it = segs_.find(id);
+    if (it == segs_.end()) return Status::NotFound("segment " + std::to_string(id));
+    path = it->second.path;
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  struct stat st;
+  ::fstat(fd, &st);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t off = 0;
+  std::string meta;
+  while (off + kRecordHeaderSize <= size) {
+    char hdr[kRecordHeaderSize];
+    if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(off)) != ssize_t(sizeof(hdr))) break;
+    RecordHeader h;
+    if (!decode_header(hdr, &h).ok() || off + h.total_len() > size) break;
+    meta.resize(h.meta_len);
+    if (h.meta_len > 0 &&
+        ::pread(fd, meta.data(), h.meta_len, static_cast<off_t>(off + kRecordHeaderSize)) !=
+            ssize_t(h.meta_len))
+      break;
+    if (hash_bytes(meta.data(), meta.size()) != h.meta_hash) break;
+    std::vector<RecordEntry> entries;
+    if (!decode_entries(meta, &entries).ok()) break;
+    fn(off, h, entries);
+    off += h.total_len();
+  }
+  ::close(fd);
+  if (valid_bytes) *valid_bytes = off;
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+
+SegmentWriter::SegmentWriter(SegmentStore* store, uint64_t id, int fd)
+    : store_(store), id_(id), fd_(fd), ring_(new io_uring) {
+  if (io_uring_queue_init(64, ring_.get(), 0) != 0) ring_.reset();
+}
+
+SegmentWriter::~SegmentWriter() {
+  (void)reap(true);
+  if (ring_) io_uring_queue_exit(ring_.get());
+  ::close(fd_);
+}
+
+Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
+  if (!ring_) {
+    size_t done = 0;
+    while (done < len) {
+      ssize_t r = ::pwrite(fd_, data + done, len - done, static_cast<off_t>(off + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Status::FromErrno(r < 0 ? errno : ENOSPC, "write segment");
+      done += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+  if (sqe == nullptr) {
+    KVFS_RETURN_IF_ERROR(reap(false));
+    sqe = io_uring_get_sqe(ring_.get());
+  }
+  io_uring_prep_write(sqe, fd_, data, static_cast<unsigned>(len), off);
+  io_uring_sqe_set_data64(sqe, len);
+  int r = io_uring_submit(ring_.get());
+  if (r < 0) return Status::FromErrno(-r, "io_uring submit");
+  ++inflight_;
+  return Status::OK();
+}
+
+Status SegmentWriter::reap(bool all) {
+  if (!ring_) return Status::OK();
+  unsigned want = all ? inflight_ : std::min(inflight_, 1u);
+  Status st;
+  for (unsigned i = 0; i < want; ++i) {
+    io_uring_cqe* cqe = nullptr;
+    int r = io_uring_wait_cqe(ring_.get(), &cqe);
+    if (r < 0) return Status::FromErrno(-r, "io_uring wait");
+    uint64_t expect = io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(ring_.get(), cqe);
+    --inflight_;
+    if (res < 0 && st.ok()) st = Status::FromErrno(-res, "write segment " + std::to_string(id_));
+    if (res >= 0 && uint64_t(res) != expect && st.ok())
+      st = Status::NoSpace("short write to segment " + std::to_string(id_));
+  }
+  return st;
+}
+
+Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
+                             const std::vector<Block>& blocks, const FillFn& fill) {
+  if (!failed_.ok()) return failed_;
+  std::string meta;
+  encode_entries(entries, &meta);
+  RecordHeader h;
+  h.type = type;
+  h.meta_len = static_cast<uint32_t>(meta.size());
+  h.nblocks = static_cast<uint32_t>(blocks.size());
+  for (const auto& b : blocks) h.payload_len += align_up(b.len);
+  std::vector<uint64_t> offs;
+  uint64_t pos = off_ + h.payload_start();
+  for (const auto& b : blocks) {
+    offs.push_back(pos);
+    pos += align_up(b.len);
+  }
+  if (fill) {
+    fill(offs);
+    meta.clear();
+    encode_entries(entries, &meta);
+    if (meta.size() != h.meta_len) return Status::Invalid("record entries changed length");
+  }
+  h.meta_hash = hash_bytes(meta.data(), meta.size());
+
+  const size_t head_len = h.payload_start();
+  BufRef head;
+  std::unique_ptr<char, decltype(&std::free)> big(nullptr, &std::free);
+  char* hp;
+  if (head_len <= kBlockSize) {
+    head = BufferPool::allocate(head_len);
+    hp = head->data();
+  } else {
+    big.reset(static_cast<char*>(std::aligned_alloc(kAlign, head_len)));
+    if (!big) return Status::NoSpace("out of memory for a record header");
+    hp = big.get();
+  }
+  std::memset(hp, 0, head_len);
+  encode_header(h, hp);
+  std::memcpy(hp + kRecordHeaderSize, meta.data(), meta.size());
+
+  const uint64_t start = off_;
+  Status st = submit(hp, head_len, start);
+  for (size_t i = 0; st.ok() && i < blocks.size(); ++i) {
+    st = submit(blocks[i].buf->data(), align_up(blocks[i].len), offs[i]);
+    pinned_.push_back(blocks[i].buf);
+  }
+  if (big && st.ok()) st = reap(true);  // the big header buffer dies here
+  if (head) headers_.push_back(std::move(head));
+  if (!st.ok()) {
+    failed_ = st;
+    return st;
+  }
+  off_ = pos;
+  return Status::OK();
+}
+
+Status SegmentWriter::sync() {
+  Status st = reap(true);
+  headers_.clear();
+  pinned_.clear();
+  if (st.ok() && !failed_.ok()) st = failed_;
+  if (st.ok() && ::fdatasync(fd_) != 0)
+    st = Status::FromErrno(errno, "fdatasync segment " + std::to_string(id_));
+  if (!st.ok()) failed_ = st;
+  store_->note_size(id_, off_);
+  return st;
+}
+
+}  // namespace kvfs

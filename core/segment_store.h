@@ -1,0 +1,132 @@
+// SegmentStore: everything kvfs keeps in the backing directory.
+//
+//   <backing>/kvfs.super              id and format, written once at format
+//   <backing>/kvfs.lock               flock()ed by the daemon that owns the dir
+//   <backing>/segments/<node>-<id>.seg append-only segment files (record.h)
+//
+// No client-chosen name ever becomes a path here. Segment names carry a node
+// id so that several nodes could later write side by side; nothing in the dir
+// is rewritten in place except by its single owner.
+//
+// Thread-safe: read_extent() from any thread; each SegmentWriter is used by
+// one flusher thread at a time. Guarded members name their mutex.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/config.h"
+#include "core/record.h"
+#include "core/status.h"
+
+struct io_uring;
+
+namespace kvfs {
+
+struct SegmentInfo {
+  uint64_t id = 0;
+  uint64_t bytes = 0;
+  std::string path;
+};
+
+class SegmentWriter;
+
+class SegmentStore {
+ public:
+  // Creates the layout on first use, takes the lock (Busy if another kvfs
+  // holds it) and lists the existing segments.
+  static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg);
+  ~SegmentStore();
+
+  const std::string& backing_id() const { return backing_id_; }
+  const std::string& dir() const { return dir_; }
+  bool direct_io() const { return direct_io_; }
+
+  // Starts a new, empty segment with the next id.
+  Result<std::unique_ptr<SegmentWriter>> new_writer();
+
+  // Reads one block extent into dst (capacity >= align_up(ext.len)) and
+  // checks its hash: Corruption on a mismatch or a short segment.
+  Status read_extent(const Extent& ext, char* dst);
+
+  std::vector<SegmentInfo> list() const;
+  bool has_segment(uint64_t id) const;
+  Status remove_segment(uint64_t id);
+
+  // Walks the records of one segment in order, stopping quietly at the first
+  // torn or corrupt record (the tail of a crash). fn gets the record's offset,
+  // header and decoded entries.
+  using RecordFn =
+      std::function<void(uint64_t off, const RecordHeader&, std::vector<RecordEntry>&)>;
+  Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr);
+
+  // Disk usage of all segments, in bytes.
+  uint64_t used_bytes() const;
+
+ private:
+  friend class SegmentWriter;
+  SegmentStore() = default;
+  std::string seg_path(uint64_t id) const;
+  Result<int> read_fd(uint64_t id);
+  void note_size(uint64_t id, uint64_t bytes);
+
+  std::string dir_;  // <backing>/segments
+  std::string node_;
+  std::string backing_id_;
+  bool direct_io_ = false;
+  int lock_fd_ = -1;
+
+  mutable std::shared_mutex mu_;
+  std::unordered_map<uint64_t, SegmentInfo> segs_;  // guarded by mu_
+  std::unordered_map<uint64_t, int> read_fds_;      // guarded by mu_
+  uint64_t next_id_ = 1;                             // guarded by mu_
+};
+
+// Appends records to one segment. Writes are queued on an io_uring (plain
+// pwrite when io_uring is unavailable) and complete at sync(), which also
+// fdatasyncs: data is durable before the caller commits the index.
+// Not thread-safe: one flusher owns it.
+class SegmentWriter {
+ public:
+  ~SegmentWriter();
+  uint64_t id() const { return id_; }
+  uint64_t size() const { return off_; }
+
+  struct Block {
+    ConstBufRef buf;  // capacity >= align_up(len); bytes past len are zeroed here
+    uint32_t len = 0;
+  };
+  // Queues one record. Before the entries are encoded, fill (if set) gets
+  // each block's segment offset so that snapshots can point at their own
+  // blocks; it must not change the encoded length (extents are fixed-width).
+  // The buffers must stay unchanged until sync() returns.
+  using FillFn = std::function<void(const std::vector<uint64_t>& block_offs)>;
+  Status append(RecordType type, std::vector<RecordEntry>& entries,
+                const std::vector<Block>& blocks, const FillFn& fill);
+  Status sync();
+
+ private:
+  friend class SegmentStore;
+  SegmentWriter(SegmentStore* store, uint64_t id, int fd);
+  Status submit(const char* data, size_t len, uint64_t off);
+  Status reap(bool all);
+
+  SegmentStore* store_;
+  uint64_t id_;
+  int fd_;
+  uint64_t off_ = 0;
+  std::unique_ptr<io_uring> ring_;
+  unsigned inflight_ = 0;
+  Status failed_;
+  std::vector<BufRef> headers_;       // kept alive until sync
+  std::vector<ConstBufRef> pinned_;   // block buffers in flight
+};
+
+}  // namespace kvfs

@@ -1,0 +1,10 @@
+// The one place a core Status becomes an errno (the FUSE edge).
+#pragma once
+
+#include "core/status.h"
+
+namespace kvfs {
+
+int to_errno(const Status& s);
+
+}  // namespace kvfs

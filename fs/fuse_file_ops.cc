@@ -1,0 +1,113 @@
+// Open files: create, open, read, write, fsync, release.
+#include <fcntl.h>
+#include <linux/falloc.h>
+
+#include <cerrno>
+
+#include "fs/errno_map.h"
+#include "fs/fuse_ops.h"
+
+namespace kvfs {
+namespace {
+
+OpenFile* handle(fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
+
+void set_open_flags(fuse_file_info* fi) {
+  // Re-reads come from the page cache: file contents change only through
+  // this mount (or by eviction, which invalidates explicitly).
+  fi->keep_cache = 1;
+  fi->direct_io = 0;
+}
+
+}  // namespace
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+               fuse_file_info* fi) {
+  guarded(req, [&] {
+    Attr a;
+    auto r = ctx(req).store->create(parent, name, mode, fi->flags | O_CREAT, caller(req), &a);
+    if (!r.ok()) return reply_err(req, r.status());
+    fi->fh = reinterpret_cast<uint64_t>(*r);
+    set_open_flags(fi);
+    fuse_entry_param e{};
+    e.ino = a.ino;
+    e.generation = 1;
+    e.attr_timeout = ctx(req).cfg.attr_timeout;
+    e.entry_timeout = ctx(req).cfg.entry_timeout;
+    fill_stat(a, &e.attr);
+    if (fuse_reply_create(req, &e, fi) != 0) {
+      // The opener went away (interrupted): undo the open, keep the file.
+      ctx(req).store->release(*r);
+    }
+  });
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, [&] {
+    auto r = ctx(req).store->open(ino, fi->flags);
+    if (!r.ok()) return reply_err(req, r.status());
+    fi->fh = reinterpret_cast<uint64_t>(*r);
+    set_open_flags(fi);
+    if (fuse_reply_open(req, fi) != 0) ctx(req).store->release(*r);
+  });
+}
+
+void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  guarded(req, [&] {
+    if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+    ReadResult rr;
+    Status s = ctx(req).store->read(handle(fi), static_cast<uint64_t>(off), size, &rr);
+    if (!s.ok()) return reply_err(req, s);
+    if (rr.iov.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
+    fuse_reply_iov(req, rr.iov.data(), static_cast<int>(rr.iov.size()));
+  });
+}
+
+void op_write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
+              fuse_file_info* fi) {
+  guarded(req, [&] {
+    if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+    auto r = ctx(req).store->write(handle(fi), static_cast<uint64_t>(off), buf, size);
+    if (!r.ok()) return reply_err(req, r.status());
+    fuse_reply_write(req, *r);
+  });
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  // close() is cheap: data is queued for the flushers at release; fsync
+  // is the call that waits for the backing dir.
+  fuse_reply_err(req, 0);
+}
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  try {
+    ctx(req).store->release(handle(fi));
+  } catch (...) {
+  }
+  fuse_reply_err(req, 0);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+  guarded(req, [&] { reply_err(req, ctx(req).store->fsync(ino)); });
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                  fuse_file_info* fi) {
+  guarded(req, [&] {
+    // Plain allocation only: blocks are not reserved ahead in a RAM tier,
+    // so this just extends the file like posix_fallocate would.
+    if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
+    if (mode & ~FALLOC_FL_KEEP_SIZE) return (void)fuse_reply_err(req, EOPNOTSUPP);
+    auto a = ctx(req).store->getattr(ino);
+    if (!a.ok()) return reply_err(req, a.status());
+    const uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(length);
+    if ((mode & FALLOC_FL_KEEP_SIZE) || end <= a->size) return (void)fuse_reply_err(req, 0);
+    SetAttrRequest r;
+    r.set_size = true;
+    r.size = end;
+    auto res = ctx(req).store->setattr(ino, r, handle(fi));
+    reply_err(req, res.status());
+  });
+}
+
+}  // namespace kvfs

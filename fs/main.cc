@@ -1,0 +1,211 @@
+// kvfs: the daemon. Parses options, opens the store, mounts, serves, and on
+// umount or SIGTERM/SIGINT flushes every dirty file before it exits.
+//
+// Like other FUSE filesystems it returns once the mount is ready: the parent
+// waits on a pipe for the child to report "mounted" or the one-line reason it
+// could not, so a bad option or a busy backing dir fails the command itself.
+//
+// Exit status: 0 mounted (or clean exit in the foreground), 1 bad usage or
+// options, 2 the backing dir or index cannot be used, 3 the mount failed.
+#include <fcntl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "fs/fuse_ops.h"
+#include "fs/options.h"
+
+using namespace kvfs;
+
+namespace {
+
+constexpr int kExitUsage = 1;
+constexpr int kExitStore = 2;
+constexpr int kExitMount = 3;
+
+int g_report_fd = -1;  // write end of the startup pipe (background only)
+
+// Tells the waiting parent how startup ended; in the foreground, prints.
+void report(int code, const std::string& msg) {
+  if (g_report_fd >= 0) {
+    std::string line = std::to_string(code) + " " + msg;
+    ssize_t n = ::write(g_report_fd, line.data(), line.size());
+    (void)n;
+    ::close(g_report_fd);
+    g_report_fd = -1;
+  } else if (code != 0) {
+    std::fprintf(stderr, "kvfs: %s\n", msg.c_str());
+  }
+}
+
+// Parent side of daemonizing: returns the child's startup verdict.
+int wait_for_child(int fd) {
+  std::string buf;
+  char tmp[512];
+  ssize_t n;
+  while ((n = ::read(fd, tmp, sizeof(tmp))) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) buf.append(tmp, static_cast<size_t>(n));
+  if (buf.empty()) {
+    std::fprintf(stderr, "kvfs: the daemon exited during startup (see the system log)\n");
+    return kExitMount;
+  }
+  int code = std::atoi(buf.c_str());
+  auto sp = buf.find(' ');
+  if (code != 0) std::fprintf(stderr, "kvfs: %s\n", buf.substr(sp + 1).c_str());
+  return code;
+}
+
+void setup_logging(const FsConfig& cfg, bool background) {
+  std::shared_ptr<spdlog::logger> l;
+  if (background)
+    l = spdlog::syslog_logger_mt("kvfs", "kvfs", LOG_PID, LOG_DAEMON);
+  else
+    l = spdlog::stderr_color_mt("kvfs");
+  spdlog::set_default_logger(l);
+  spdlog::set_level(cfg.debug ? spdlog::level::debug : spdlog::level::from_str(cfg.log_level));
+  spdlog::flush_on(spdlog::level::warn);
+}
+
+std::string escape_commas(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == ',' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+int serve(ParsedArgs& pa, bool background) {
+  setup_logging(pa.fs, background);
+  auto store = BlockStore::Open(pa.store);
+  if (!store.ok()) {
+    spdlog::error("cannot start: {}", store.status().ToString());
+    report(kExitStore, store.status().message().empty() ? store.status().ToString()
+                                                         : store.status().message());
+    return kExitStore;
+  }
+  if ((*store)->rebuilt_index()) spdlog::warn("the index was rebuilt from the segments");
+
+  FsContext fctx;
+  fctx.store = store->get();
+  fctx.cfg = pa.fs;
+
+  std::vector<std::string> opts = pa.fs.fuse_opts;
+  bool has_fsname = false, has_subtype = false;
+  for (auto& o : opts) {
+    has_fsname |= o.rfind("fsname=", 0) == 0;
+    has_subtype |= o.rfind("subtype=", 0) == 0;
+  }
+  if (!has_fsname) opts.push_back("fsname=" + escape_commas(pa.store.backing_dir));
+  if (!has_subtype) opts.push_back("subtype=kvfs");
+  if (pa.fs.default_permissions) opts.push_back("default_permissions");
+  std::string joined;
+  for (auto& o : opts) joined += (joined.empty() ? "" : ",") + o;
+  std::vector<std::string> argv_s = {"kvfs", "-o", joined};
+  if (pa.fs.debug) argv_s.push_back("-d");
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  const fuse_lowlevel_ops& ops = kvfs_ops();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &fctx);
+  if (!se) {
+    report(kExitMount, "cannot create the FUSE session (bad FUSE option?)");
+    return kExitMount;
+  }
+  if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, pa.fs.mountpoint.c_str()) != 0) {
+    fuse_session_destroy(se);
+    report(kExitMount, "cannot mount on " + pa.fs.mountpoint);
+    (void)(*store)->Close();
+    return kExitMount;
+  }
+  report(0, "mounted");
+  if (background) {
+    int nul = ::open("/dev/null", O_RDWR);
+    if (nul >= 0) {
+      ::dup2(nul, 0);
+      ::dup2(nul, 1);
+      ::dup2(nul, 2);
+      if (nul > 2) ::close(nul);
+    }
+    if (::chdir("/") != 0) spdlog::warn("chdir /: {}", std::strerror(errno));
+  }
+
+  fuse_loop_config* lc = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(lc, pa.fs.threads);
+  fuse_loop_cfg_set_idle_threads(lc, pa.fs.threads);
+  int rc = fuse_session_loop_mt(se, lc);
+  fuse_loop_cfg_destroy(lc);
+
+  spdlog::info("unmounting {}: flushing dirty data", pa.fs.mountpoint);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  Status cs = (*store)->Close();
+  store->reset();
+  spdlog::info("stopped{}", cs.ok() ? "" : " with unflushed data: " + cs.ToString());
+  spdlog::shutdown();
+  return rc == 0 && cs.ok() ? 0 : kExitStore;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto pa = parse_args(argc, argv);
+  if (!pa.ok()) {
+    std::fprintf(stderr, "kvfs: %s\n", pa.status().message().c_str());
+    return kExitUsage;
+  }
+  if (pa->help) {
+    std::fputs(usage_text(), stdout);
+    return 0;
+  }
+  if (pa->version) {
+    std::printf("kvfs %s\n", KVFS_VERSION);
+    return 0;
+  }
+  struct stat st;
+  if (::stat(pa->fs.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr, "kvfs: mount point %s is not a directory\n", pa->fs.mountpoint.c_str());
+    return kExitUsage;
+  }
+  if (::stat(pa->store.backing_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr, "kvfs: backing directory %s does not exist or is not a directory\n",
+                 pa->store.backing_dir.c_str());
+    return kExitStore;
+  }
+  if (!pa->store.read_only && ::access(pa->store.backing_dir.c_str(), W_OK | X_OK) != 0) {
+    std::fprintf(stderr, "kvfs: backing directory %s is not writable\n",
+                 pa->store.backing_dir.c_str());
+    return kExitStore;
+  }
+  if (pa->fs.foreground) return serve(*pa, false);
+
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    std::perror("kvfs: pipe");
+    return kExitMount;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("kvfs: fork");
+    return kExitMount;
+  }
+  if (pid > 0) {
+    ::close(p[1]);
+    return wait_for_child(p[0]);
+  }
+  ::close(p[0]);
+  g_report_fd = p[1];
+  ::setsid();
+  return serve(*pa, true);
+}

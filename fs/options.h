@@ -1,0 +1,55 @@
+// Mount options: `kvfs BACKING_DIR MOUNTPOINT [-o OPTIONS] [-f] [-d]`.
+//
+// One -o string serves the command line, mount.fuse3 and /etc/fstab alike:
+// kvfs's own options fill StoreConfig and FsConfig; FUSE's mount options are
+// handed to libfuse; fstab-only words (noauto, nofail, _netdev, x-systemd.*,
+// ...) are accepted and ignored. Anything else is an error, reported before
+// anything is mounted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+struct FsConfig {
+  std::string mountpoint;
+  bool foreground = false;
+  bool debug = false;
+  // FUSE worker threads: enough that the 1 MiB pieces of one large O_DIRECT
+  // read are copied in parallel.
+  unsigned threads = 16;
+  // How long the kernel may cache names, attributes and absent names. kvfs is
+  // the only writer behind the mount, so long timeouts are safe; eviction
+  // invalidates explicitly.
+  double entry_timeout = 10.0;
+  double attr_timeout = 10.0;
+  double negative_timeout = 10.0;
+  std::string log_level = "info";
+  bool allow_other = false;
+  bool default_permissions = false;
+  // Options passed to libfuse's fuse_session_new ("-o a,b,c").
+  std::vector<std::string> fuse_opts;
+
+  Status validate() const;
+};
+
+struct ParsedArgs {
+  StoreConfig store;
+  FsConfig fs;
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv; Invalid with a one-line message on any bad input.
+Result<ParsedArgs> parse_args(int argc, char** argv);
+
+// Splits "a,b=c,d" honouring backslash escapes of commas.
+std::vector<std::string> split_options(const std::string& s);
+
+const char* usage_text();
+
+}  // namespace kvfs
