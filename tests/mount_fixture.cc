@@ -1,0 +1,192 @@
+#include "tests/mount_fixture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace kvfs::test {
+namespace {
+
+// Every live daemon and mount, for the watchdog in mount_main.cc.
+std::mutex g_mu;
+std::set<pid_t> g_pids;
+std::set<std::string> g_mounts;
+
+}  // namespace
+
+void emergency_cleanup() {
+  std::lock_guard l(g_mu);
+  for (pid_t p : g_pids) ::kill(p, SIGKILL);
+  for (const auto& m : g_mounts) {
+    std::string cmd = "fusermount3 -u -z '" + m + "' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      cmd = "umount -l '" + m + "' >/dev/null 2>&1";
+      (void)std::system(cmd.c_str());
+    }
+  }
+}
+
+const char* kvfs_binary() {
+  if (const char* e = std::getenv("KVFS_BIN")) return e;
+  return KVFS_BIN;
+}
+
+RunResult run_command(const std::vector<std::string>& argv) {
+  RunResult r;
+  char tmpl[] = "/tmp/kvfs-cmd-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd < 0) return r;
+  ::unlink(tmpl);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, fd, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> av;
+  for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  av.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawnp(&pid, av[0], &fa, nullptr, av.data(), environ) == 0) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  ::lseek(fd, 0, SEEK_SET);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) r.output.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return r;
+}
+
+bool KvfsMount::wait_exit(pid_t pid, int timeout_ms) {
+  int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pfd < 0) return errno == ESRCH;
+  pollfd p{pfd, POLLIN, 0};
+  int r = ::poll(&p, 1, timeout_ms);
+  ::close(pfd);
+  return r == 1;
+}
+
+KvfsMount::KvfsMount() {
+  char tmpl[] = "/tmp/kvfs-test-XXXXXX";
+  root_ = ::mkdtemp(tmpl);
+  backing_ = root_ + "/backing";
+  mnt_ = root_ + "/mnt";
+  index_ = root_ + "/index";
+  std::filesystem::create_directories(backing_);
+  std::filesystem::create_directories(mnt_);
+}
+
+KvfsMount::~KvfsMount() {
+  if (mounted()) unmount();
+  std::error_code ec;
+  std::filesystem::remove_all(root_, ec);
+}
+
+RunResult KvfsMount::mount(const std::string& opts) {
+  std::string o = "index_dir=" + index_;
+  if (opts.find("ram_size=") == std::string::npos) o += ",ram_size=256M";
+  if (!opts.empty()) o += "," + opts;
+  RunResult r = run_command({kvfs_binary(), backing_, mnt_, "-o", o});
+  if (r.exit_code == 0) {
+    std::ifstream lock(backing_ + "/kvfs.lock");
+    lock >> pid_;
+    std::lock_guard l(g_mu);
+    g_pids.insert(pid_);
+    g_mounts.insert(mnt_);
+  }
+  return r;
+}
+
+bool KvfsMount::mount_ok(const std::string& opts) {
+  RunResult r = mount(opts);
+  EXPECT_EQ(r.exit_code, 0) << "kvfs failed to mount: " << r.output;
+  return r.exit_code == 0;
+}
+
+void KvfsMount::unmount() {
+  if (!mounted()) return;
+  RunResult r = run_command({"fusermount3", "-u", mnt_});
+  EXPECT_EQ(r.exit_code, 0) << "fusermount3 -u: " << r.output;
+  if (r.exit_code != 0) (void)run_command({"fusermount3", "-u", "-z", mnt_});
+  EXPECT_TRUE(wait_exit(pid_, 60000)) << "kvfs daemon " << pid_ << " did not exit after umount";
+  std::lock_guard l(g_mu);
+  g_pids.erase(pid_);
+  g_mounts.erase(mnt_);
+  pid_ = -1;
+}
+
+void KvfsMount::kill9() {
+  if (!mounted()) return;
+  ::kill(pid_, SIGKILL);
+  EXPECT_TRUE(wait_exit(pid_, 30000));
+  (void)run_command({"fusermount3", "-u", "-z", mnt_});
+  std::lock_guard l(g_mu);
+  g_pids.erase(pid_);
+  g_mounts.erase(mnt_);
+  pid_ = -1;
+}
+
+std::string random_bytes(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  std::mt19937_64 rng(seed);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  for (; i < n; ++i) s[i] = static_cast<char>(rng());
+  return s;
+}
+
+bool write_file(const std::string& path, const std::string& data, int extra_flags) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0644);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0;
+}
+
+bool read_file(const std::string& path, std::string* out, int extra_flags) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out->append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return n == 0;
+}
+
+AlignedBuf::AlignedBuf(size_t n) : data(nullptr), size(n) {
+  if (posix_memalign(reinterpret_cast<void**>(&data), 4096, n ? n : 4096) != 0) data = nullptr;
+}
+AlignedBuf::~AlignedBuf() { std::free(data); }
+
+}  // namespace kvfs::test

@@ -1,0 +1,78 @@
+// KvfsMount: a real kvfs daemon on a real FUSE mount, for the mount tests.
+//
+// Each instance owns a fresh temporary tree (backing dir, mount point, index
+// dir), runs the built `kvfs` binary like a user would, and always unmounts
+// and waits for the daemon in its destructor, also when a test fails. A
+// watchdog (mount_main.cc) kills every daemon and detaches every mount if a
+// test runs past its time, so a hung daemon fails the test instead of
+// hanging CI.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvfs::test {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr
+};
+
+// Runs a command (argv[0] looked up in PATH) and captures its output.
+RunResult run_command(const std::vector<std::string>& argv);
+
+class KvfsMount {
+ public:
+  // Makes the directories; does not mount.
+  KvfsMount();
+  ~KvfsMount();
+  KvfsMount(const KvfsMount&) = delete;
+  KvfsMount& operator=(const KvfsMount&) = delete;
+
+  // Starts `kvfs backing mnt -o index_dir=...,ram_size=...,<opts>` and returns
+  // its result (0 = mounted). The default ram_size is 256M unless opts has one.
+  RunResult mount(const std::string& opts = "");
+  // Mounts and fails the test (ASSERT-style: returns false) if it did not work.
+  bool mount_ok(const std::string& opts = "");
+  // fusermount3 -u, then waits for the daemon to flush and exit.
+  // Returns the daemon's exit status if known, -1 otherwise.
+  void unmount();
+  // kill -9 the daemon and detach its dead mount.
+  void kill9();
+
+  bool mounted() const { return pid_ > 0; }
+  pid_t daemon_pid() const { return pid_; }
+  std::string path(const std::string& rel) const { return mnt_ + "/" + rel; }
+  const std::string& root() const { return root_; }
+  const std::string& mnt() const { return mnt_; }
+  const std::string& backing() const { return backing_; }
+  const std::string& index_dir() const { return index_; }
+  void set_backing(const std::string& dir) { backing_ = dir; }
+
+  // Waits (pidfd + poll, no sleeping) for pid to exit; false on timeout.
+  static bool wait_exit(pid_t pid, int timeout_ms);
+
+ private:
+  std::string root_, backing_, mnt_, index_;
+  pid_t pid_ = -1;
+};
+
+// Path of the kvfs binary under test.
+const char* kvfs_binary();
+
+// Helpers for file contents.
+std::string random_bytes(size_t n, uint64_t seed);
+bool write_file(const std::string& path, const std::string& data, int extra_flags = 0);
+bool read_file(const std::string& path, std::string* out, int extra_flags = 0);
+// Aligned buffer for O_DIRECT.
+struct AlignedBuf {
+  explicit AlignedBuf(size_t n);
+  ~AlignedBuf();
+  char* data;
+  size_t size;
+};
+
+}  // namespace kvfs::test
