@@ -205,7 +205,7 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
     }
     l.lock();
   }
-  *sync = false;
+  *sync = force;  // flush_all (fsync of a dir, unmount) also syncs the WAL
   for (auto& c : *batch) *sync |= c.sync;
   return true;
 }
