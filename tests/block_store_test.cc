@@ -1,0 +1,248 @@
+// BlockStore without FUSE: the data path, persistence, rebuild and damage.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/block_store.h"
+
+namespace kvfs {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string pattern(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  std::mt19937_64 r(seed);
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(r() >> 13);
+  return s;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char t[] = "/tmp/kvfs-store-XXXXXX";
+    root_ = ::mkdtemp(t);
+    fs::create_directories(root_ + "/backing");
+    open_store();
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(root_);
+  }
+  void open_store(uint64_t ram = 64 << 20) {
+    store_.reset();
+    StoreConfig c;
+    c.backing_dir = root_ + "/backing";
+    c.index_dir = root_ + "/index";
+    c.ram_size = ram;
+    c.segment_size = 8 << 20;
+    c.flush_batch_bytes = 4 << 20;
+    auto s = BlockStore::Open(c);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  void reopen(uint64_t ram = 64 << 20) {
+    ASSERT_TRUE(store_->Close().ok());
+    open_store(ram);
+  }
+  uint64_t put(uint64_t parent, const std::string& name, const std::string& data) {
+    Attr a;
+    auto f = store_->create(parent, name, 0644, O_CREAT | O_WRONLY | O_TRUNC, Caller{}, &a);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    if (!f.ok()) return 0;
+    auto w = store_->write(*f, 0, data.data(), data.size());
+    EXPECT_TRUE(w.ok());
+    store_->release(*f);
+    return a.ino;
+  }
+  std::string get(uint64_t parent, const std::string& name, Status* st = nullptr) {
+    auto a = store_->lookup(parent, name);
+    if (!a.ok()) {
+      if (st) *st = a.status();
+      return "<missing>";
+    }
+    auto f = store_->open(a->ino, O_RDONLY);
+    EXPECT_TRUE(f.ok());
+    std::string out;
+    ReadResult rr;
+    Status s = store_->read(*f, 0, a->size + 10, &rr);
+    if (st) *st = s;
+    for (auto& v : rr.iov) out.append(static_cast<char*>(v.iov_base), v.iov_len);
+    store_->release(*f);
+    return s.ok() ? out : "<error>";
+  }
+
+  std::string root_;
+  std::unique_ptr<BlockStore> store_;
+};
+
+TEST_F(StoreTest, WriteReadInRam) {
+  std::string d = pattern(3 * kBlockSize + 123, 1);
+  put(kRootIno, "a", d);
+  EXPECT_EQ(get(kRootIno, "a"), d);
+}
+
+TEST_F(StoreTest, SurvivesReopen) {
+  auto dir = store_->mkdir(kRootIno, "d", 0750, Caller{1, 2});
+  ASSERT_TRUE(dir.ok());
+  std::string d1 = pattern(5 * kBlockSize + 7, 2), d2 = pattern(10, 3);
+  put(dir->ino, "one", d1);
+  put(kRootIno, "two", d2);
+  ASSERT_TRUE(store_->setxattr(dir->ino, "user.k", "v", 0).ok());
+  reopen();
+  auto d = store_->lookup(kRootIno, "d");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->mode & 07777, 0750u);
+  EXPECT_EQ(d->uid, 1u);
+  EXPECT_EQ(get(d->ino, "one"), d1);
+  EXPECT_EQ(get(kRootIno, "two"), d2);
+  auto x = store_->getxattr(d->ino, "user.k");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(*x, "v");
+}
+
+TEST_F(StoreTest, IndexRebuiltFromSegments) {
+  std::string d1 = pattern(2 * kBlockSize, 4);
+  put(kRootIno, "keep", d1);
+  put(kRootIno, "gone", "x");
+  put(kRootIno, "old", "renamed");
+  ASSERT_TRUE(store_->flush_all().ok());
+  ASSERT_TRUE(store_->unlink(kRootIno, "gone").ok());
+  ASSERT_TRUE(store_->rename(kRootIno, "old", kRootIno, "new", 0).ok());
+  ASSERT_TRUE(store_->Close().ok());
+  store_.reset();
+  fs::remove_all(root_ + "/index");
+  open_store();
+  EXPECT_TRUE(store_->rebuilt_index());
+  EXPECT_EQ(get(kRootIno, "keep"), d1);
+  EXPECT_EQ(get(kRootIno, "new"), "renamed");
+  Status st;
+  EXPECT_EQ(get(kRootIno, "gone", &st), "<missing>");
+  EXPECT_EQ(get(kRootIno, "old", &st), "<missing>");
+}
+
+TEST_F(StoreTest, ColdReadsComeFromSegments) {
+  // 32 MiB of data through a 16 MiB RAM tier.
+  std::vector<std::string> data;
+  for (int i = 0; i < 8; ++i) {
+    data.push_back(pattern(4 * kBlockSize, 10 + i));
+    put(kRootIno, "f" + std::to_string(i), data.back());
+  }
+  reopen(16 << 20);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(get(kRootIno, "f" + std::to_string(i)), data[i]);
+  auto st = store_->stats();
+  EXPECT_GT(st.backing_reads, 0u);
+  EXPECT_LE(st.ram.clean_bytes + st.ram.dirty_bytes, 16u << 20);
+}
+
+TEST_F(StoreTest, WritesLargerThanRamAreNotLost) {
+  reopen(16 << 20);
+  std::string d = pattern(40 * kBlockSize, 20);
+  Attr a;
+  auto f = store_->create(kRootIno, "big", 0644, O_CREAT | O_WRONLY, Caller{}, &a);
+  ASSERT_TRUE(f.ok());
+  for (size_t off = 0; off < d.size(); off += kBlockSize)
+    ASSERT_TRUE(store_->write(*f, off, d.data() + off, kBlockSize).ok());
+  EXPECT_LE(store_->stats().ram.dirty_bytes, 17u << 20);
+  store_->release(*f);
+  EXPECT_EQ(get(kRootIno, "big"), d);
+  reopen(16 << 20);
+  EXPECT_EQ(get(kRootIno, "big"), d);
+}
+
+TEST_F(StoreTest, CorruptSegmentGivesEioAndDropsTheFile) {
+  std::string d = pattern(3 * kBlockSize, 30), other = pattern(100, 31);
+  put(kRootIno, "victim", d);
+  ASSERT_TRUE(store_->flush_all().ok());
+  put(kRootIno, "other", other);
+  ASSERT_TRUE(store_->Close().ok());
+  store_.reset();
+  // Flip a byte in the middle of the largest segment (the victim's data).
+  std::string seg;
+  uintmax_t best = 0;
+  for (auto& e : fs::directory_iterator(root_ + "/backing/segments"))
+    if (e.file_size() > best) best = e.file_size(), seg = e.path();
+  ASSERT_GT(best, 2 * kBlockSize);
+  {
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(best / 2));
+    char c;
+    f.read(&c, 1);
+    c ^= 0x5a;
+    f.seekp(static_cast<std::streamoff>(best / 2));
+    f.write(&c, 1);
+  }
+  open_store();
+  Status st;
+  EXPECT_EQ(get(kRootIno, "victim", &st), "<error>");
+  EXPECT_EQ(st.code(), Status::Code::kIOError);
+  EXPECT_FALSE(store_->lookup(kRootIno, "victim").ok()) << "a damaged file must become a miss";
+  EXPECT_EQ(get(kRootIno, "other"), other);
+  EXPECT_EQ(store_->stats().checksum_errors, 1u);
+}
+
+TEST_F(StoreTest, TruncateIntoAFlushedBlock) {
+  std::string d = pattern(2 * kBlockSize + 500, 40);
+  uint64_t ino = put(kRootIno, "t", d);
+  ASSERT_TRUE(store_->flush_all().ok());
+  SetAttrRequest r;
+  r.set_size = true;
+  r.size = kBlockSize + 10;
+  ASSERT_TRUE(store_->setattr(ino, r, nullptr).ok());
+  r.size = 2 * kBlockSize;
+  ASSERT_TRUE(store_->setattr(ino, r, nullptr).ok());
+  std::string want = d.substr(0, kBlockSize + 10) + std::string(kBlockSize - 10, '\0');
+  EXPECT_EQ(get(kRootIno, "t"), want);
+  reopen();
+  EXPECT_EQ(get(kRootIno, "t"), want);
+}
+
+TEST_F(StoreTest, RenameOverCommittedTargetSurvivesReopen) {
+  put(kRootIno, "dest", "old contents");
+  ASSERT_TRUE(store_->flush_all().ok());
+  put(kRootIno, "dest.tmp", "new contents");
+  ASSERT_TRUE(store_->rename(kRootIno, "dest.tmp", kRootIno, "dest", 0).ok());
+  reopen();
+  EXPECT_EQ(get(kRootIno, "dest"), "new contents");
+  Status st;
+  EXPECT_EQ(get(kRootIno, "dest.tmp", &st), "<missing>");
+}
+
+TEST_F(StoreTest, FsyncMakesOneFileDurable) {
+  Attr a;
+  auto f = store_->create(kRootIno, "s", 0600, O_CREAT | O_WRONLY, Caller{}, &a);
+  ASSERT_TRUE(f.ok());
+  std::string d = pattern(kBlockSize + 3, 50);
+  ASSERT_TRUE(store_->write(*f, 0, d.data(), d.size()).ok());
+  ASSERT_TRUE(store_->fsync(a.ino).ok());
+  EXPECT_EQ(store_->stats().flushed_files, 1u);
+  store_->release(*f);
+}
+
+TEST_F(StoreTest, NamesAndErrors) {
+  Attr a;
+  std::string n255(255, 'x'), n256(256, 'x');
+  auto f = store_->create(kRootIno, n255, 0644, O_CREAT | O_EXCL | O_WRONLY, Caller{}, &a);
+  ASSERT_TRUE(f.ok());
+  store_->release(*f);
+  EXPECT_EQ(store_->create(kRootIno, n255, 0644, O_CREAT | O_EXCL, Caller{}, &a).status().code(),
+            Status::Code::kExists);
+  EXPECT_EQ(store_->create(kRootIno, n256, 0644, O_CREAT, Caller{}, &a).status().code(),
+            Status::Code::kNameTooLong);
+  ASSERT_TRUE(store_->mkdir(kRootIno, "d", 0755, Caller{}).ok());
+  auto d = store_->lookup(kRootIno, "d");
+  ASSERT_TRUE(store_->mkdir(d->ino, "e", 0755, Caller{}).ok());
+  EXPECT_EQ(store_->rmdir(kRootIno, "d").code(), Status::Code::kNotEmpty);
+  EXPECT_EQ(store_->rename(kRootIno, "d", d->ino, "inside", 0).code(), Status::Code::kInvalid);
+  EXPECT_EQ(store_->unlink(kRootIno, "d").code(), Status::Code::kIsDir);
+  EXPECT_EQ(store_->rmdir(kRootIno, n255).code(), Status::Code::kNotDir);
+}
+
+}  // namespace
+}  // namespace kvfs

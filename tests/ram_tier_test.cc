@@ -1,0 +1,94 @@
+// RamTier: byte cap, segmented LRU, dirty backpressure.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "core/ram_tier.h"
+
+namespace kvfs {
+namespace {
+
+ConstBufRef block(size_t n = kBlockSize) { return BufferPool::allocate(n); }
+
+TEST(RamTier, HitsMissesAndCap) {
+  RamTier t(8 * kBlockSize, 0);
+  for (uint64_t i = 0; i < 20; ++i) t.insert({1, i * kBlockSize}, block());
+  auto st = t.stats();
+  EXPECT_LE(st.clean_bytes, 8 * kBlockSize);
+  EXPECT_EQ(st.entries, 8u);
+  EXPECT_TRUE(t.lookup({1, 19 * kBlockSize}));
+  EXPECT_FALSE(t.lookup({1, 0}));
+  st = t.stats();
+  EXPECT_EQ(st.hits, 1u);
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.evictions, 12u);
+}
+
+TEST(RamTier, ScanDoesNotEvictHotBlocks) {
+  RamTier t(16 * kBlockSize, 0);
+  // Four hot blocks, each read twice (promoted to the protected list).
+  for (uint64_t i = 0; i < 4; ++i) {
+    t.insert({1, i}, block());
+    ASSERT_TRUE(t.lookup({1, i}));
+  }
+  // A one-time sweep through 100 cold blocks.
+  for (uint64_t i = 0; i < 100; ++i) t.insert({2, i}, block());
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_TRUE(t.lookup({1, i})) << "hot block " << i;
+}
+
+TEST(RamTier, DirtyBytesEvictCleanOnes) {
+  RamTier t(8 * kBlockSize, 0);
+  for (uint64_t i = 0; i < 8; ++i) t.insert({1, i}, block());
+  ASSERT_TRUE(t.reserve_dirty(6 * kBlockSize).ok());
+  auto st = t.stats();
+  EXPECT_EQ(st.dirty_bytes, 6 * kBlockSize);
+  EXPECT_LE(st.clean_bytes + st.dirty_bytes, 8 * kBlockSize);
+}
+
+TEST(RamTier, WriterWaitsForFlushWhenFullOfDirty) {
+  RamTier t(4 * kBlockSize, 0);
+  std::promise<void> pressured;
+  bool once = false;
+  t.set_pressure_callback([&] {
+    if (!once) {
+      once = true;
+      pressured.set_value();
+    }
+  });
+  ASSERT_TRUE(t.reserve_dirty(4 * kBlockSize).ok());
+  auto waiter = std::async(std::launch::async, [&] { return t.reserve_dirty(kBlockSize); });
+  pressured.get_future().wait();  // the writer is blocked and asked for a flush
+  EXPECT_EQ(waiter.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  // The "flusher" turns one dirty block clean; it can then be evicted.
+  t.clean_dirty({9, 0}, block(), kBlockSize);
+  EXPECT_TRUE(waiter.get().ok());
+  EXPECT_LE(t.stats().dirty_bytes + t.stats().clean_bytes, 4 * kBlockSize);
+}
+
+TEST(RamTier, FlushErrorReleasesWaiters) {
+  RamTier t(2 * kBlockSize, 0);
+  ASSERT_TRUE(t.reserve_dirty(2 * kBlockSize).ok());
+  std::promise<void> pressured;
+  bool once = false;
+  t.set_pressure_callback([&] {
+    if (!once) {
+      once = true;
+      pressured.set_value();
+    }
+  });
+  auto waiter = std::async(std::launch::async, [&] { return t.reserve_dirty(kBlockSize); });
+  pressured.get_future().wait();
+  t.set_flush_error(Status::NoSpace("backing dir full"));
+  Status s = waiter.get();
+  EXPECT_EQ(s.code(), Status::Code::kNoSpace);
+}
+
+TEST(RamTier, ShrinkingCapacityEvicts) {
+  RamTier t(16 * kBlockSize, 2);
+  for (uint64_t i = 0; i < 16; ++i) t.insert({1, i}, block());
+  t.set_capacity(4 * kBlockSize);
+  EXPECT_LE(t.stats().clean_bytes, 4 * kBlockSize);
+}
+
+}  // namespace
+}  // namespace kvfs
