@@ -38,7 +38,8 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   KVFS_RETURN_IF_ERROR(s->load());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
-  BufferPool::set_max_free_bytes(std::min<uint64_t>(64ull << 20, cfg.ram_size / 16));
+  // Idle buffers kept warm for reuse: part of the fixed overhead over ram_size.
+  BufferPool::set_max_free_bytes(std::min<uint64_t>(32ull << 20, cfg.ram_size / 16));
   if (!cfg.read_only) s->flusher_->start();
   return s;
 }

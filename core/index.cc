@@ -36,7 +36,8 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir) {
   o.max_background_jobs = 2;
   o.keep_log_file_num = 3;
   o.max_log_file_size = 8 << 20;
-  o.write_buffer_size = 32 << 20;
+  o.write_buffer_size = 8 << 20;  // counts against the daemon's fixed overhead
+  o.max_write_buffer_number = 2;
   o.compression = rocksdb::kNoCompression;  // values are small and hashed
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = nullptr;

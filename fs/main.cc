@@ -8,6 +8,7 @@
 // Exit status: 0 mounted (or clean exit in the foreground), 1 bad usage or
 // options, 2 the backing dir or index cannot be used, 3 the mount failed.
 #include <fcntl.h>
+#include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <sys/stat.h>
@@ -86,6 +87,10 @@ std::string escape_commas(const std::string& s) {
 
 int serve(ParsedArgs& pa, bool background) {
   setup_logging(pa.fs, background);
+  // Block buffers are 128 KiB..1 MiB: keep them mmap()ed so that freeing one
+  // returns its memory (glibc would otherwise raise the threshold and keep
+  // freed blocks in its heap, letting RSS drift above ram_size).
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   auto store = BlockStore::Open(pa.store);
   if (!store.ok()) {
     spdlog::error("cannot start: {}", store.status().ToString());
