@@ -32,15 +32,30 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   std::filesystem::create_directories(s->cfg_.index_dir, ec);
   if (ec) return Status::FromErrno(ec.value(), "index directory " + s->cfg_.index_dir);
   ::chmod(s->cfg_.index_dir.c_str(), 0700);
+  if (s->cfg_.capacity == 0) {
+    // Default: 80 % of what kvfs may use here, its segments plus free space.
+    struct statvfs v;
+    uint64_t avail = 0;
+    if (::statvfs(cfg.backing_dir.c_str(), &v) == 0) avail = uint64_t(v.f_bavail) * v.f_frsize;
+    s->cfg_.capacity = (s->segs_->used_bytes() + avail) / 10 * 8;
+    if (s->cfg_.capacity < 2 * cfg.segment_size)
+      return Status::NoSpace("backing directory " + cfg.backing_dir + " has room for " +
+                             format_size(s->cfg_.capacity) +
+                             " only; give a smaller segment_size or an explicit capacity");
+  }
   s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
   s->ns_ = std::make_unique<Namespace>(static_cast<Journal*>(s.get()));
   s->flusher_ = std::make_unique<Flusher>(s.get());
+  s->evictor_ = std::make_unique<Evictor>(s.get());
   KVFS_RETURN_IF_ERROR(s->load());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
   // Idle buffers kept warm for reuse: part of the fixed overhead over ram_size.
   BufferPool::set_max_free_bytes(std::min<uint64_t>(32ull << 20, cfg.ram_size / 16));
-  if (!cfg.read_only) s->flusher_->start();
+  if (!cfg.read_only) {
+    s->flusher_->start();
+    s->evictor_->start();
+  }
   return s;
 }
 
@@ -110,6 +125,11 @@ Status BlockStore::load() {
   }
   std::vector<uint64_t> orphans;
   ns_->load(usable, &orphans);
+  for (auto& in : ns_->all()) {
+    in->touch(std::max(in->atime_ns, in->mtime_ns));
+    for (auto& b : in->blocks)
+      if (b.ext.valid()) segs_->add_live(b.ext);
+  }
   for (uint64_t o : orphans) drop.deletes.push_back(o);
   if (!orphans.empty()) spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
   if (!drop.empty()) KVFS_RETURN_IF_ERROR(index_->commit(drop, true));
@@ -122,6 +142,7 @@ Status BlockStore::load() {
 Status BlockStore::Close() {
   if (closed_.exchange(true)) return Status::OK();
   Status st;
+  if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
   if (!st.ok()) spdlog::error("unmount: some data could not be flushed: {}", st.ToString());
   return st;
@@ -228,6 +249,7 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   Attr a = attr_locked(*in);
   fix_nlink(in, &a);
   in->nlookup.fetch_add(1);
+  in->touch(now_ns());
   return a;
 }
 
@@ -235,6 +257,7 @@ Result<Attr> BlockStore::getattr(uint64_t ino) {
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
+  in->touch(now_ns());
   std::shared_lock ns(ns_->mu());
   std::lock_guard g(in->mu);
   Attr a = attr_locked(*in);
@@ -269,7 +292,10 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   if (r.set_mode) in->mode = (in->mode & S_IFMT) | (r.mode & 07777);
   if (r.set_uid) in->uid = r.uid;
   if (r.set_gid) in->gid = r.gid;
-  if (r.set_atime) in->atime_ns = r.atime_now ? t : r.atime_ns;
+  if (r.set_atime) {
+    in->atime_ns = r.atime_now ? t : r.atime_ns;
+    in->touch(t);  // llm-d marks the hits it skips: they are in use
+  }
   if (r.set_mtime) in->mtime_ns = r.mtime_now ? t : r.mtime_ns;
   meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime;
   if (meta || r.set_atime) in->ctime_ns = t;
@@ -422,13 +448,12 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
 // ----------------------------------------------------------------------------
 
 StatFs BlockStore::statfs() {
+  // The cap is the filesystem's size as the offloaders see it (df, and
+  // LMCache's statvfs-based checks).
   StatFs s;
-  struct statvfs v;
-  if (::statvfs(cfg_.backing_dir.c_str(), &v) == 0) {
-    s.total_bytes = uint64_t(v.f_blocks) * v.f_frsize;
-    s.free_bytes = uint64_t(v.f_bfree) * v.f_frsize;
-    s.avail_bytes = uint64_t(v.f_bavail) * v.f_frsize;
-  }
+  s.total_bytes = evictor_->capacity();
+  const uint64_t used = segs_->used_bytes();
+  s.free_bytes = s.avail_bytes = s.total_bytes > used ? s.total_bytes - used : 0;
   s.files = ns_->count();
   s.files_free = 1ull << 32;
   return s;
@@ -460,8 +485,48 @@ StoreStats BlockStore::stats() {
   st.enospc_errors = flusher_->enospc_errors();
   st.dropped_files = dropped_files_.load();
   st.queued = flusher_->queued();
+  st.capacity = evictor_->capacity();
+  st.live_bytes = segs_->live_bytes();
   return st;
 }
+
+EvictorStats BlockStore::evictor_stats() { return evictor_->stats(); }
+
+Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  return evictor_->evict(r);
+}
+
+Result<uint64_t> BlockStore::resolve(std::string_view path) {
+  auto r = ns_->resolve(path);
+  if (!r.ok()) return r.status();
+  return (*r)->ino;
+}
+
+Status BlockStore::set_capacity(uint64_t bytes) {
+  if (bytes < 2 * cfg_.segment_size)
+    return Status::Invalid("capacity must be at least two segments (" +
+                           format_size(2 * cfg_.segment_size) + ")");
+  evictor_->set_capacity(bytes);
+  spdlog::info("capacity set to {}", format_size(bytes));
+  return Status::OK();
+}
+
+Status BlockStore::set_ram_size(uint64_t bytes) {
+  if (bytes < (16ull << 20)) return Status::Invalid("ram_size must be at least 16M");
+  ram_->set_capacity(bytes);
+  spdlog::info("ram_size set to {}", format_size(bytes));
+  return Status::OK();
+}
+
+Status BlockStore::set_evict_grace(double seconds) {
+  if (!(seconds >= 0) || seconds > 365 * 86400.0) return Status::Invalid("evict_grace out of range");
+  evictor_->set_grace_s(seconds);
+  return Status::OK();
+}
+
+double BlockStore::evict_grace() const { return evictor_->grace_s(); }
+uint64_t BlockStore::capacity() const { return evictor_->capacity(); }
 
 Status BlockStore::flush_all() {
   if (cfg_.read_only) return Status::OK();

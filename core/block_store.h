@@ -21,11 +21,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
+#include "core/evictor.h"
 #include "core/inode.h"
 #include "core/namespace.h"
 #include "core/ram_tier.h"
@@ -74,6 +77,7 @@ struct StoreStats {
   uint64_t checksum_errors = 0, io_errors = 0, enospc_errors = 0;
   uint64_t dropped_files = 0;
   uint64_t queued = 0;
+  uint64_t capacity = 0, live_bytes = 0;
 };
 
 struct StatFs {
@@ -129,12 +133,27 @@ class BlockStore : public Journal {
   // --- whole store ---
   StatFs statfs();
   StoreStats stats();
+  EvictorStats evictor_stats();
   // Writes every dirty file (open ones too) and waits until it is committed.
   Status flush_all();
   RamTier& ram() { return *ram_; }
 
+  // --- capacity and eviction (evictor.h) ---
+  Result<EvictResult> evict(const EvictRequest& r);
+  Result<uint64_t> resolve(std::string_view path);  // path relative to the root
+  Status set_capacity(uint64_t bytes);
+  Status set_ram_size(uint64_t bytes);
+  Status set_evict_grace(double seconds);
+  double evict_grace() const;
+  uint64_t capacity() const;
+  // Told (parent, name, ino) after the evictor removed a name, so that the
+  // kernel's caches can be invalidated. Called with no lock held.
+  using EvictListener = std::function<void(uint64_t, const std::string&, uint64_t)>;
+  void set_eviction_listener(EvictListener fn) { on_evict_ = std::move(fn); }
+
  private:
   friend class Flusher;
+  friend class Evictor;
   explicit BlockStore(const StoreConfig& cfg);
   Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) override;
   Status load();
@@ -155,6 +174,12 @@ class BlockStore : public Journal {
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
+  std::unique_ptr<Evictor> evictor_;
+  EvictListener on_evict_;  // set before the mount serves requests
+  // Readers of segment extents hold it shared from choosing an extent until
+  // their read completes; deleting a segment takes it exclusively.
+  std::shared_mutex reclaim_mu_;
+  std::atomic<bool> no_space_{false};  // the last flush failed for lack of room
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> closed_{false};
 

@@ -44,6 +44,31 @@ struct StoreConfig {
   // Read-only mount: every change fails with EROFS, nothing is flushed.
   bool read_only = false;
 
+  // --- capacity and eviction (evictor.h) ---
+  // Bytes kvfs may keep in the backing dir, segments included. 0: 80 % of the
+  // space available to kvfs when it mounts (its segments plus the free space
+  // of the backing filesystem).
+  uint64_t capacity = 0;
+  // Eviction starts above high_watermark * capacity and stops at
+  // low_watermark * capacity, so that it runs in batches.
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  // A file opened, looked up, stat'ed, read or touched within this many
+  // seconds is never evicted (llm-d cannot tell a file that vanished between
+  // its stat and its read from a good one).
+  double evict_grace_s = 60;
+  // Added to the grace: how long the kernel may answer lookups and stats from
+  // its own caches without asking kvfs (the FUSE entry/attr timeouts).
+  double kernel_cache_s = 0;
+  // A segment whose live data falls under this fraction is reclaimed: its
+  // recently used files copied forward, the rest evicted with it.
+  double reclaim_ratio = 0.5;
+  // Housekeeping: orphaned "*.tmp" and ".o_direct_probe_*" files older than
+  // this are removed; directories emptied by eviction are removed.
+  double tmp_max_age_s = 3600;
+  bool clean_tmp = true;
+  bool clean_empty_dirs = true;
+
   // Node id written into segment names so that several nodes can one day
   // share a backing dir without clashing. Empty: derived from the hostname.
   std::string node_id;

@@ -56,6 +56,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
   ++in->open_count;
   if (writable) ++in->open_writers;
   in->nlookup.fetch_add(1);
+  in->touch(now_ns());
   *attr = attr_locked(*in);
   return new OpenFile{in, writable, false};
 }
@@ -69,6 +70,10 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   std::lock_guard g(in->mu);
   if (in->is_dir()) return Status::IsDir();
   if (!in->is_reg()) return Status::Invalid("not a regular file");
+  // Evicted between the kernel's lookup and this open: a miss, not an
+  // empty file.
+  if (in->evicted) return Status::NotFound("evicted");
+  in->touch(now_ns());
   if ((flags & O_TRUNC) && writable && in->size > 0) {
     KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
     in->mtime_ns = in->ctime_ns = now_ns();
@@ -101,7 +106,10 @@ void BlockStore::free_data_locked(Inode& in) {
   uint64_t charge = 0;
   for (BlockSlot& s : in.blocks) {
     charge += s.charge;
-    if (s.ext.valid()) ram_->erase(ExtentKey{s.ext.seg, s.ext.off});
+    if (s.ext.valid()) {
+      ram_->erase(ExtentKey{s.ext.seg, s.ext.off});
+      segs_->remove_live(s.ext);
+    }
   }
   in.blocks.clear();
   in.blocks.shrink_to_fit();
@@ -145,6 +153,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     Extent miss;
   };
   std::vector<Piece> pieces;
+  std::shared_lock rl(reclaim_mu_);  // the extents chosen below stay readable
   {
     std::lock_guard g(in.mu);
     if (off >= in.size || size == 0) return Status::OK();
@@ -166,6 +175,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
       pieces.push_back(std::move(p));
     }
     const int64_t t = now_ns();
+    in.touch(t);
     // relatime: enough for "last read" without a write per read.
     if (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000) in.atime_ns = t;
   }
@@ -193,6 +203,8 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
 
 Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
   KVFS_RETURN_IF_ERROR(check_writable());
+  if (no_space_.load(std::memory_order_relaxed))
+    return Status::NoSpace("backing dir full: nothing can be evicted");
   if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
     return Status::FileTooBig("write past the maximum file size");
   InodeRef& in = f->in;
@@ -212,6 +224,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
     uint64_t used = 0, freed = 0;
     Status ws;
     {
+      std::shared_lock rl(reclaim_mu_);
       std::lock_guard g(in->mu);
       if (idx >= in->blocks.size()) in->blocks.resize(idx + 1);
       BlockSlot& s = in->blocks[idx];
@@ -272,7 +285,10 @@ Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
   if (size < in.size) {
     const size_t nblocks = static_cast<size_t>((size + kBlockSize - 1) / kBlockSize);
     uint64_t released = 0;
-    for (size_t i = nblocks; i < in.blocks.size(); ++i) released += in.blocks[i].charge;
+    for (size_t i = nblocks; i < in.blocks.size(); ++i) {
+      released += in.blocks[i].charge;
+      if (in.blocks[i].ext.valid()) segs_->remove_live(in.blocks[i].ext);
+    }
     if (in.blocks.size() > nblocks) in.blocks.resize(nblocks);
     in.dirty_charge -= released;
     if (released) ram_->release_dirty(released);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/block_store.h"
+#include "core/evictor.h"
 #include "core/index.h"
 #include "core/log.h"
 #include "core/segment_store.h"
@@ -115,6 +116,10 @@ uint64_t Flusher::queued() const {
 
 void Flusher::wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done) {
   durable_cv_.wait(l, done);
+}
+
+void Flusher::wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::milliseconds d) {
+  durable_cv_.wait_for(l, d);
 }
 
 bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure,
@@ -242,6 +247,9 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch,
     if (!nw.ok()) return nw.status();
     w->writer = std::move(*nw);
   }
+  uint64_t bytes = 0;
+  for (auto& c : batch) bytes += c.bytes;
+  KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(bytes + kBlockSize));
   SegmentWriter& sw = *w->writer;
   std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
   for (auto& c : batch)
@@ -299,6 +307,8 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
           for (auto& d : c.dirty) {
             if (d.idx >= in.blocks.size()) continue;
             BlockSlot& s = in.blocks[d.idx];
+            if (s.ext.valid()) store_->segs_->remove_live(s.ext);
+            store_->segs_->add_live(d.ext);
             s.ext = d.ext;
             if (s.buf == d.buf) {
               s.buf.reset();
@@ -331,13 +341,21 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
     return;
   }
   batches_.fetch_add(1, std::memory_order_relaxed);
+  store_->no_space_ = false;
   store_->ram_->set_flush_error(Status::OK());
+  store_->evictor_->kick();
   durable_cv_.notify_all();
 }
 
 void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                          const Status& st) {
   (st.code() == Status::Code::kNoSpace ? enospc_ : io_errors_).fetch_add(1);
+  if (st.code() == Status::Code::kNoSpace) {
+    store_->no_space_ = true;
+    // The backing filesystem itself may be full before the cap: evict below
+    // what is used now.
+    if (st.message().find("capacity") == std::string::npos) store_->evictor_->backing_full();
+  }
   uint64_t held = 0;
   if (g_flush_err_log.allow(&held))
     spdlog::error("flush of {} files failed, will retry: {} ({} similar errors not shown)",

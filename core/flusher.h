@@ -59,6 +59,7 @@ class Flusher {
   // Waits (releasing l, the inode's mutex) until done() holds; woken after
   // every commit or failure.
   void wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done);
+  void wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::milliseconds d);
 
   uint64_t queued() const;
   uint64_t flushed_files() const { return flushed_files_.load(); }

@@ -64,6 +64,10 @@ class Inode {
   std::unique_ptr<InodeSnapshot> committed;
 
   std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)
+  // Last open, lookup, stat, read or atime touch (CLOCK_REALTIME ns): the LRU
+  // key of the evictor. Relaxed atomics: a stale value only shifts the order.
+  std::atomic<int64_t> last_access_ns{0};
+  void touch(int64_t t) { last_access_ns.store(t, std::memory_order_relaxed); }
 
   // --- guarded by mu ---
   std::mutex mu;
@@ -84,6 +88,7 @@ class Inode {
   bool queued = false;    // in the flush queue
   bool in_flush = false;  // captured by a flusher, not yet committed
   bool requeue = false;   // changed while in_flush
+  bool evicted = false;   // removed by the evictor: opens by inode fail
   bool tracked = false;   // in the flusher's set of files written while open
   Status flush_error;     // last flush failure, reported to fsync
 

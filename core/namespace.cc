@@ -273,6 +273,13 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
     i->ctime_ns = t;
     if (i != src.get()) i->mtime_ns = t;
   }
+  if (!src->committed) {
+    // Not in the index yet, or a flusher is committing it under its old
+    // name right now: make sure a flush captures the new one.
+    std::lock_guard g(src->mu);
+    ++src->version;
+    if (src->in_flush) src->requeue = true;
+  }
   if (dst && unused_locked(*dst)) table_.erase(dst->ino);
   return dst;
 }
@@ -288,6 +295,60 @@ Status Namespace::drop(const InodeRef& in) {
   unlink_locked(*d, in);
   in->linked = false;
   return Status::OK();
+}
+
+Status Namespace::remove_many(const std::vector<InodeRef>& cands,
+                              const std::function<bool(Inode&)>& ok, std::vector<Removed>* out) {
+  std::unique_lock l(mu_);
+  std::vector<InodeRef> chosen;
+  std::vector<Inode*> dels;
+  for (const InodeRef& in : cands) {
+    if (!in->linked.load() || in->dir || in->ino == kRootIno) continue;
+    {
+      std::lock_guard g(in->mu);
+      if (!ok(*in)) continue;
+      in->evicted = true;
+    }
+    chosen.push_back(in);
+    if (in->committed) dels.push_back(in.get());
+  }
+  if (!dels.empty()) {
+    Status s = journal_->journal({}, dels);
+    if (!s.ok()) {
+      for (auto& in : chosen) {
+        std::lock_guard g(in->mu);
+        in->evicted = false;
+      }
+      return s;
+    }
+  }
+  const int64_t t = now_ns();
+  for (InodeRef& in : chosen) {
+    auto p = table_.find(in->parent);
+    if (p == table_.end()) continue;
+    Inode* dir = p->second.get();
+    out->push_back({in, in->parent, in->name});
+    unlink_locked(dir, in);
+    in->linked = false;
+    std::lock_guard g(dir->mu);
+    dir->mtime_ns = dir->ctime_ns = t;
+  }
+  for (auto& r : *out)
+    if (unused_locked(*r.in)) table_.erase(r.in->ino);
+  return Status::OK();
+}
+
+Result<uint64_t> Namespace::remove_empty_dir(const InodeRef& dir) {
+  std::unique_lock l(mu_);
+  if (!dir->linked.load() || !dir->dir || dir->ino == kRootIno || !dir->dir->by_name.empty())
+    return Status::Busy();
+  auto p = table_.find(dir->parent);
+  if (p == table_.end()) return Status::NotFound();
+  if (dir->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {dir.get()}));
+  unlink_locked(p->second.get(), dir);
+  dir->linked = false;
+  if (unused_locked(*dir)) table_.erase(dir->ino);
+  return p->second->ino;
 }
 
 Status Namespace::readdir(uint64_t ino, uint64_t cookie, const DirFn& fn) const {
@@ -332,6 +393,41 @@ InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
 void Namespace::reap_if_unused(const InodeRef& in) {
   std::unique_lock l(mu_);
   if (unused_locked(*in)) table_.erase(in->ino);
+}
+
+bool Namespace::is_under(const Inode& in, uint64_t dir) const {
+  std::shared_lock l(mu_);
+  if (!in.linked.load()) return false;
+  for (uint64_t a = in.parent, hops = 0; hops < 100000; ++hops) {
+    if (a == dir) return true;
+    if (a == kRootIno) return false;
+    auto it = table_.find(a);
+    if (it == table_.end()) return false;
+    a = it->second->parent;
+  }
+  return false;
+}
+
+Result<InodeRef> Namespace::resolve(std::string_view path) const {
+  std::shared_lock l(mu_);
+  auto it = table_.find(kRootIno);
+  if (it == table_.end()) return Status::NotFound();
+  InodeRef cur = it->second;
+  while (!path.empty()) {
+    size_t slash = path.find('/');
+    std::string_view part = path.substr(0, slash);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+    if (part.empty() || part == ".") continue;
+    if (!cur->dir) return Status::NotDir();
+    if (part == "..") {
+      cur = table_.at(cur->parent);
+      continue;
+    }
+    auto c = cur->dir->by_name.find(std::string(part));
+    if (c == cur->dir->by_name.end()) return Status::NotFound();
+    cur = c->second;
+  }
+  return cur;
 }
 
 uint64_t Namespace::count() const {

@@ -81,6 +81,18 @@ class Namespace {
   // when its data turned out to be corrupt. NotFound if already unlinked.
   Status drop(const InodeRef& in);
 
+  // Removes many inodes in one index batch (the evictor). ok() is called with
+  // mu_ held exclusively and the inode's mu held, and decides for each.
+  struct Removed {
+    InodeRef in;
+    uint64_t parent;
+    std::string name;
+  };
+  Status remove_many(const std::vector<InodeRef>& cands, const std::function<bool(Inode&)>& ok,
+                     std::vector<Removed>* out);
+  // Removes a directory if it is still linked and empty; returns its parent.
+  Result<uint64_t> remove_empty_dir(const InodeRef& dir);
+
   // Entries after cookie, in a stable order; fn returns false when full.
   using DirFn = std::function<bool(std::string_view name, uint64_t ino, uint32_t mode,
                                    uint64_t next_cookie)>;
@@ -91,6 +103,11 @@ class Namespace {
   InodeRef forget(uint64_t ino, uint64_t n);
   // After the last close: removes an unlinked inode nobody references.
   void reap_if_unused(const InodeRef& in);
+
+  // True if in lies somewhere below directory dir.
+  bool is_under(const Inode& in, uint64_t dir) const;
+  // Resolves a path relative to the root ("a/b/c"); "" is the root.
+  Result<InodeRef> resolve(std::string_view path) const;
 
   uint64_t count() const;
   std::vector<InodeRef> all() const;

@@ -145,7 +145,7 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg)
       ::closedir(d);
       return Status::Corruption("two segments with id " + std::to_string(sid) + " in " + s->dir_);
     }
-    s->segs_[sid] = SegmentInfo{sid, static_cast<uint64_t>(ss.st_size), p};
+    s->segs_[sid] = SegmentInfo{sid, static_cast<uint64_t>(ss.st_size), 0, false, p};
     s->next_id_ = std::max(s->next_id_, sid + 1);
   }
   ::closedir(d);
@@ -186,7 +186,7 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     std::unique_lock l(mu_);
     id = next_id_++;
     path = seg_path(id);
-    segs_[id] = SegmentInfo{id, 0, path};
+    segs_[id] = SegmentInfo{id, 0, 0, true, path};
   }
   int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0);
   int fd = ::open(path.c_str(), flags, 0600);
@@ -266,6 +266,26 @@ uint64_t SegmentStore::used_bytes() const {
   return n;
 }
 
+void SegmentStore::add_live(const Extent& e) {
+  std::unique_lock l(mu_);
+  if (auto it = segs_.find(e.seg); it != segs_.end()) it->second.live += align_up(e.len);
+}
+
+void SegmentStore::remove_live(const Extent& e) {
+  std::unique_lock l(mu_);
+  if (auto it = segs_.find(e.seg); it != segs_.end()) {
+    const uint64_t n = align_up(e.len);
+    it->second.live = it->second.live > n ? it->second.live - n : 0;
+  }
+}
+
+uint64_t SegmentStore::live_bytes() const {
+  std::shared_lock l(mu_);
+  uint64_t n = 0;
+  for (auto& [id, info] : segs_) n += info.live;
+  return n;
+}
+
 Status SegmentStore::remove_segment(uint64_t id) {
   std::string path;
   {
@@ -331,6 +351,8 @@ SegmentWriter::~SegmentWriter() {
   (void)reap(true);
   if (ring_) io_uring_queue_exit(ring_.get());
   ::close(fd_);
+  std::unique_lock l(store_->mu_);
+  if (auto it = store_->segs_.find(id_); it != store_->segs_.end()) it->second.open = false;
 }
 
 Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {

@@ -32,7 +32,9 @@ namespace kvfs {
 
 struct SegmentInfo {
   uint64_t id = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // file size
+  uint64_t live = 0;   // block bytes (4 KiB-padded) that some inode points at
+  bool open = false;   // a writer is appending to it
   std::string path;
 };
 
@@ -69,6 +71,12 @@ class SegmentStore {
 
   // Disk usage of all segments, in bytes.
   uint64_t used_bytes() const;
+
+  // Live-data accounting, kept by the owners of extents (inode slots): a
+  // segment whose live bytes reach zero holds nothing anyone can read.
+  void add_live(const Extent& e);
+  void remove_live(const Extent& e);
+  uint64_t live_bytes() const;
 
  private:
   friend class SegmentWriter;

@@ -17,12 +17,14 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/log.h"
 #include "fs/fuse_ops.h"
+#include "fs/notifier.h"
 #include "fs/options.h"
 
 using namespace kvfs;
@@ -91,6 +93,7 @@ int serve(ParsedArgs& pa, bool background) {
   // returns its memory (glibc would otherwise raise the threshold and keep
   // freed blocks in its heap, letting RSS drift above ram_size).
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  pa.store.kernel_cache_s = std::max(pa.fs.entry_timeout, pa.fs.attr_timeout);
   auto store = BlockStore::Open(pa.store);
   if (!store.ok()) {
     spdlog::error("cannot start: {}", store.status().ToString());
@@ -133,6 +136,12 @@ int serve(ParsedArgs& pa, bool background) {
     (void)(*store)->Close();
     return kExitMount;
   }
+  Notifier notifier(se);
+  notifier.start();
+  (*store)->set_eviction_listener(
+      [&notifier](uint64_t parent, const std::string& name, uint64_t ino) {
+        notifier.removed(parent, name, ino);
+      });
   report(0, "mounted");
   if (background) {
     int nul = ::open("/dev/null", O_RDWR);
@@ -152,6 +161,8 @@ int serve(ParsedArgs& pa, bool background) {
   fuse_loop_cfg_destroy(lc);
 
   spdlog::info("unmounting {}: flushing dirty data", pa.fs.mountpoint);
+  (*store)->set_eviction_listener(nullptr);
+  notifier.stop();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

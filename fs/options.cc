@@ -70,6 +70,21 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   if (key == "segment_size") return size(&st.segment_size);
   if (key == "flush_batch") return size(&st.flush_batch_bytes);
   if (key == "max_file_size") return size(&st.max_file_size);
+  if (key == "capacity") return size(&st.capacity);
+  if (key == "high_watermark" || key == "low_watermark" || key == "reclaim_ratio") {
+    double d;
+    if (!parse_seconds(val, &d) || d > 1) return bad("a fraction between 0 and 1");
+    (key == "high_watermark" ? st.high_watermark
+                             : key == "low_watermark" ? st.low_watermark : st.reclaim_ratio) = d;
+    return Status::OK();
+  }
+  if (key == "evict_grace")
+    return parse_seconds(val, &st.evict_grace_s) ? Status::OK() : bad("seconds");
+  if (key == "tmp_max_age")
+    return parse_seconds(val, &st.tmp_max_age_s) ? Status::OK() : bad("seconds");
+  if (key == "clean_tmp") return parse_bool(val, &st.clean_tmp) ? Status::OK() : bad("0 or 1");
+  if (key == "clean_empty_dirs")
+    return parse_bool(val, &st.clean_empty_dirs) ? Status::OK() : bad("0 or 1");
   if (key == "index_dir") {
     if (val.empty() || val[0] != '/') return bad("an absolute path");
     st.index_dir = val;
@@ -218,6 +233,15 @@ kvfs options (sizes take K, M, G, T suffixes):
   attr_timeout=SEC       kernel attribute cache (default 10)
   negative_timeout=SEC   kernel cache of absent names (default 10)
   log_level=LEVEL        trace|debug|info|warn|error|critical|off (default info)
+  capacity=SIZE          cap on the backing dir (default 80% of the space
+                         available to kvfs at mount)
+  high_watermark=F       eviction starts above F * capacity (default 0.95)
+  low_watermark=F        and stops at F * capacity (default 0.85)
+  evict_grace=SEC        never evict a file used this recently (default 60)
+  reclaim_ratio=F        reclaim segments less than F live (default 0.5)
+  tmp_max_age=SEC        remove orphaned *.tmp/.o_direct_probe_* after (3600)
+  clean_tmp=0|1          that housekeeping on or off (default 1)
+  clean_empty_dirs=0|1   remove directories emptied by eviction (default 1)
 
 FUSE options: allow_other, allow_root, default_permissions, ro, fsname=NAME,
 subtype=NAME, auto_unmount. fstab words (defaults, noauto, nofail, _netdev,

@@ -1,0 +1,460 @@
+#include "core/evictor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include "core/block_store.h"
+#include "core/flusher.h"
+#include "core/log.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+namespace {
+
+constexpr int64_t kSec = 1000000000;
+
+bool is_tmp_name(const std::string& n) {
+  return (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) ||
+         n.rfind(".o_direct_probe_", 0) == 0;
+}
+
+uint64_t live_bytes_locked(const Inode& in) {
+  uint64_t n = 0;
+  for (const BlockSlot& s : in.blocks)
+    if (s.ext.valid()) n += align_up(s.ext.len);
+  return n;
+}
+
+}  // namespace
+
+Evictor::Evictor(BlockStore* store) : store_(store) {
+  capacity_ = store->cfg_.capacity;
+  grace_ns_ = static_cast<int64_t>(store->cfg_.evict_grace_s * kSec);
+}
+
+Evictor::~Evictor() { stop(); }
+
+void Evictor::start() { thread_ = std::thread([this] { run(); }); }
+
+void Evictor::stop() {
+  {
+    std::lock_guard l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  room_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Evictor::kick() {
+  {
+    std::lock_guard l(mu_);
+    kicked_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Evictor::backing_full() {
+  {
+    std::lock_guard l(mu_);
+    full_ = true;
+    kicked_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Evictor::set_capacity(uint64_t bytes) {
+  capacity_ = bytes;
+  kick();
+}
+
+double Evictor::grace_s() const { return double(grace_ns_.load()) / kSec; }
+void Evictor::set_grace_s(double s) { grace_ns_ = static_cast<int64_t>(s * kSec); }
+
+EvictorStats Evictor::stats() const {
+  EvictorStats s;
+  s.capacity = capacity_.load();
+  s.evicted_capacity = ev_cap_.load();
+  s.evicted_admin = ev_admin_.load();
+  s.evicted_tmp = ev_tmp_.load();
+  s.evicted_reclaim = ev_reclaim_.load();
+  s.evicted_bytes = ev_bytes_.load();
+  s.dirs_removed = dirs_removed_.load();
+  s.segments_deleted = segs_deleted_.load();
+  s.reclaim_copied_bytes = copied_.load();
+  s.enospc = enospc_.load();
+  return s;
+}
+
+void Evictor::run() {
+  for (;;) {
+    bool force;
+    {
+      std::unique_lock l(mu_);
+      // A periodic check as well as kicks: housekeeping has no other trigger.
+      cv_.wait_for(l, std::chrono::seconds(1), [&] { return stop_ || kicked_; });
+      if (stop_) return;
+      kicked_ = false;
+      force = full_;
+      full_ = false;
+    }
+    pass(force);
+    {
+      std::lock_guard l(mu_);
+      ++pass_count_;
+    }
+    room_cv_.notify_all();
+  }
+}
+
+Status Evictor::wait_for_room(uint64_t bytes) {
+  const uint64_t slack = store_->cfg_.segment_size;
+  auto fits = [&] { return store_->segs_->used_bytes() + bytes <= capacity_.load() + slack; };
+  if (store_->segs_->used_bytes() + bytes > capacity_.load() * store_->cfg_.high_watermark) kick();
+  if (fits()) return Status::OK();
+  // Let two full passes try; each may wait for flushes of copied data.
+  std::unique_lock l(mu_);
+  const uint64_t start = pass_count_;
+  while (!stop_ && !fits() && pass_count_ < start + 2) {
+    kicked_ = true;
+    cv_.notify_one();
+    room_cv_.wait_for(l, std::chrono::seconds(5));
+    if (pass_count_ == start) break;  // the evictor is stuck: do not wait forever
+  }
+  if (fits()) return Status::OK();
+  enospc_.fetch_add(1);
+  return Status::NoSpace("backing dir is at its capacity (" + format_size(capacity_.load()) +
+                         ") and nothing can be evicted");
+}
+
+bool Evictor::evictable_locked(Inode& in, bool force, int64_t now) const {
+  if (!in.is_reg() || in.evicted) return false;
+  if (force) return true;
+  const int64_t protect = grace_ns_.load() + int64_t(store_->cfg_.kernel_cache_s * kSec);
+  return in.open_count == 0 && !in.dirty() && !in.in_flush &&
+         now - in.last_access_ns.load(std::memory_order_relaxed) >= protect;
+}
+
+std::vector<Evictor::Cand> Evictor::candidates(const std::function<bool(Inode&)>& want) {
+  std::vector<Cand> v;
+  for (InodeRef& in : store_->ns_->all()) {
+    if (in->dir) continue;
+    std::lock_guard g(in->mu);
+    if (!in->is_reg() || !want(*in)) continue;
+    v.push_back({in, in->last_access_ns.load(std::memory_order_relaxed), live_bytes_locked(*in)});
+  }
+  return v;
+}
+
+uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reason why,
+                         EvictResult* res, const std::function<bool(Inode&)>& extra) {
+  const int64_t now = now_ns();
+  std::vector<Namespace::Removed> out;
+  Status s = store_->ns_->remove_many(
+      victims,
+      [&](Inode& in) {
+        bool ok = (why == Reason::kTmp ? in.is_reg() && in.open_count == 0
+                                       : evictable_locked(in, force, now)) &&
+                  (!extra || extra(in));
+        if (!ok && res) ++res->skipped;
+        return ok;
+      },
+      &out);
+  if (!s.ok()) {
+    spdlog::error("eviction of {} files failed: {}", victims.size(), s.ToString());
+    return 0;
+  }
+  uint64_t bytes = 0;
+  std::vector<uint64_t> parents;
+  for (auto& r : out) {
+    {
+      std::lock_guard g(r.in->mu);
+      bytes += r.in->size;
+      if (r.in->open_count == 0) store_->free_data_locked(*r.in);
+    }
+    parents.push_back(r.parent);
+    if (store_->on_evict_) store_->on_evict_(r.parent, r.name, r.in->ino);
+  }
+  if (res) {
+    res->files += out.size();
+    res->bytes += bytes;
+  }
+  ev_bytes_ += bytes;
+  switch (why) {
+    case Reason::kCapacity: ev_cap_ += out.size(); break;
+    case Reason::kAdmin: ev_admin_ += out.size(); break;
+    case Reason::kTmp: ev_tmp_ += out.size(); break;
+    case Reason::kReclaim: ev_reclaim_ += out.size(); break;
+  }
+  if (store_->cfg_.clean_empty_dirs) remove_empty_dirs(std::move(parents), now);
+  return out.size();
+}
+
+void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  const int64_t protect = grace_ns_.load() + int64_t(store_->cfg_.kernel_cache_s * kSec);
+  while (!dirs.empty()) {
+    uint64_t ino = dirs.back();
+    dirs.pop_back();
+    if (ino == kRootIno) continue;
+    InodeRef d = store_->ns_->get(ino);
+    // A directory made moments ago is about to receive a file (mkdir -p,
+    // then create): only long-idle ones go.
+    if (!d || now - d->last_access_ns.load() < protect) continue;
+    {
+      std::lock_guard g(d->mu);
+      if (now - d->mtime_ns < protect) continue;
+    }
+    auto parent = store_->ns_->remove_empty_dir(d);
+    if (!parent.ok()) continue;
+    dirs_removed_.fetch_add(1);
+    if (store_->on_evict_) store_->on_evict_(*parent, d->name, d->ino);
+    dirs.push_back(*parent);
+  }
+}
+
+void Evictor::housekeeping(int64_t now) {
+  if (!store_->cfg_.clean_tmp) return;
+  const int64_t age = int64_t(store_->cfg_.tmp_max_age_s * kSec);
+  std::vector<InodeRef> v;
+  for (auto& c : candidates([&](Inode& in) {
+         return in.open_count == 0 && now - in.mtime_ns >= age &&
+                now - in.last_access_ns.load(std::memory_order_relaxed) >= age;
+       })) {
+    std::shared_lock ns(store_->ns_->mu());
+    if (c.in->linked.load() && is_tmp_name(c.in->name)) v.push_back(c.in);
+  }
+  if (!v.empty()) {
+    uint64_t n = remove(v, false, Reason::kTmp, nullptr);
+    if (n) spdlog::info("housekeeping: removed {} orphaned tmp/probe files", n);
+  }
+}
+
+void Evictor::evict_lru(uint64_t need, int64_t now) {
+  auto c = candidates([&](Inode& in) { return evictable_locked(in, false, now); });
+  std::sort(c.begin(), c.end(), [](const Cand& a, const Cand& b) { return a.last < b.last; });
+  std::vector<InodeRef> v;
+  uint64_t got = 0;
+  for (auto& x : c) {
+    if (got >= need) break;
+    got += x.bytes;
+    v.push_back(std::move(x.in));
+  }
+  if (v.empty()) return;
+  uint64_t n = remove(v, false, Reason::kCapacity, nullptr);
+  spdlog::debug("evicted {} least recently used files ({} bytes of data)", n, got);
+}
+
+bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
+  BlockStore& st = *store_;
+  struct Wait {
+    InodeRef in;
+    uint64_t version;
+  };
+  std::vector<Wait> waits;
+  bool blocked = false;
+  // 1. Files with data in the segment: copy forward, or evict with it.
+  std::vector<InodeRef> holders;
+  for (InodeRef& in : st.ns_->all()) {
+    if (in->dir) continue;
+    std::lock_guard g(in->mu);
+    for (const BlockSlot& s : in->blocks)
+      if (s.ext.seg == seg) {
+        holders.push_back(in);
+        break;
+      }
+  }
+  std::vector<InodeRef> evict;
+  for (InodeRef& in : holders) {
+    if (!copy) {
+      evict.push_back(in);
+      continue;
+    }
+    uint64_t copied = 0;
+    for (uint32_t idx = 0;; ++idx) {
+      if (!st.ram_->reserve_dirty(kBlockSize).ok()) {
+        blocked = true;
+        break;
+      }
+      uint64_t used = 0;
+      bool done = false;
+      {
+        std::shared_lock rl(st.reclaim_mu_);
+        std::lock_guard g(in->mu);
+        if (in->open_writers > 0 || !in->linked.load() || in->evicted) {
+          blocked |= in->linked.load();
+          done = true;
+        } else if (idx >= in->blocks.size()) {
+          done = true;
+        } else if (BlockSlot& s = in->blocks[idx]; s.ext.seg == seg && !s.buf) {
+          ConstBufRef src = st.ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
+          Status rs = src ? Status::OK() : st.read_block(*in, idx, s.ext, &src);
+          if (rs.ok()) {
+            BufRef nb = BufferPool::allocate(s.len);
+            std::memcpy(nb->data(), src->data(), align_up(s.len));
+            used = nb->capacity();
+            s.buf = std::move(nb);
+            s.charge = static_cast<uint32_t>(used);
+            in->dirty_charge += used;
+            ++in->version;
+            copied += s.len;
+          } else {
+            blocked = true;
+          }
+        }
+      }
+      st.ram_->release_dirty(kBlockSize - used);
+      if (done) break;
+    }
+    if (copied) {
+      std::lock_guard g(in->mu);
+      waits.push_back({in, in->version});
+      st.flusher_->enqueue_locked(in, false);
+      copied_ += copied;
+    }
+  }
+  if (!evict.empty()) {
+    EvictResult r;
+    remove(evict, false, Reason::kReclaim, &r);
+    blocked |= r.skipped > 0;
+  }
+  // 2. Snapshots of live inodes held only by this segment: write them again.
+  (void)st.segs_->scan(seg, [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
+    for (auto& e : es) {
+      if (e.kind != EntryKind::kSnapshot) continue;
+      InodeRef in = st.ns_->get(e.snap.ino);
+      if (!in) continue;
+      std::shared_lock ns(st.ns_->mu());
+      if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
+      std::lock_guard g(in->mu);
+      ++in->version;
+      waits.push_back({in, in->version});
+      st.flusher_->enqueue_locked(in, false);
+    }
+  });
+  // 3. Wait until the flushers have written all of it elsewhere.
+  for (auto& w : waits) {
+    std::unique_lock l(w.in->mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (w.in->durable_version < w.version && w.in->linked.load() &&
+           w.in->open_writers == 0 && std::chrono::steady_clock::now() < deadline)
+      st.flusher_->wait_durable_for(l, std::chrono::seconds(1));
+    if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;
+  }
+  // 4. Delete it if nothing points into it any more.
+  for (auto& info : st.segs_->list())
+    if (info.id == seg && (info.live != 0 || info.open)) blocked = true;
+  if (blocked) return false;
+  std::unique_lock rl(st.reclaim_mu_);
+  Status s = st.segs_->remove_segment(seg);
+  if (!s.ok()) {
+    spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
+    return false;
+  }
+  segs_deleted_.fetch_add(1);
+  return true;
+}
+
+void Evictor::reclaim(uint64_t target_used, int64_t now) {
+  BlockStore& st = *store_;
+  auto list = st.segs_->list();
+  std::vector<SegmentInfo> v;
+  for (auto& s : list)
+    if (!s.open && s.bytes > 0) v.push_back(s);
+  auto ratio = [](const SegmentInfo& s) { return double(s.live) / double(s.bytes); };
+  std::sort(v.begin(), v.end(), [&](auto& a, auto& b) { return ratio(a) < ratio(b); });
+  for (auto& s : v) {
+    const uint64_t used = st.segs_->used_bytes();
+    if (used <= target_used) break;
+    if (s.live > 0 && ratio(s) > st.cfg_.reclaim_ratio) break;
+    // Copying needs room under the cap; without it the segment goes whole.
+    const bool copy = used + s.live <= capacity_.load();
+    reclaim_segment(s.id, copy, now);
+  }
+}
+
+void Evictor::pass(bool backing_full) {
+  std::lock_guard p(pass_mu_);
+  const int64_t now = now_ns();
+  const int64_t hk_every = std::max<int64_t>(kSec, int64_t(store_->cfg_.tmp_max_age_s * kSec) / 10);
+  if (now - last_housekeeping_ >= std::min<int64_t>(hk_every, 60 * kSec)) {
+    last_housekeeping_ = now;
+    housekeeping(now);
+  }
+  SegmentStore& segs = *store_->segs_;
+  uint64_t cap = capacity_.load();
+  const uint64_t used = segs.used_bytes();
+  if (backing_full) cap = std::min(cap, used);  // the filesystem is smaller than the cap
+  if (used <= cap * store_->cfg_.high_watermark && !backing_full) return;
+  const uint64_t target = static_cast<uint64_t>(cap * store_->cfg_.low_watermark);
+  const uint64_t live = segs.live_bytes();
+  if (live > target) evict_lru(live - target, now);
+  reclaim(target, now);
+}
+
+Result<EvictResult> Evictor::evict(const EvictRequest& r) {
+  std::lock_guard p(pass_mu_);
+  const int64_t now = now_ns();
+  EvictResult res;
+  std::vector<InodeRef> v;
+  auto take = [&](std::vector<Cand>& c) {
+    for (auto& x : c) {
+      if (r.dry_run) {
+        std::lock_guard g(x.in->mu);
+        if (evictable_locked(*x.in, r.force, now)) {
+          ++res.files;
+          res.bytes += x.in->size;
+        } else {
+          ++res.skipped;
+        }
+      } else {
+        v.push_back(std::move(x.in));
+      }
+    }
+  };
+  using K = EvictRequest::Kind;
+  if (r.kind == K::kPath) {
+    InodeRef in = store_->ns_->get(r.ino);
+    if (!in) return Status::NotFound();
+    if (in->dir) return Status::IsDir("use a prefix to evict a directory's files");
+    std::vector<Cand> c{{in, 0, 0}};
+    take(c);
+  } else if (r.kind == K::kPrefix) {
+    InodeRef d = store_->ns_->get(r.ino);
+    if (!d) return Status::NotFound();
+    if (!d->dir) return Status::NotDir();
+    std::vector<Cand> c;
+    for (InodeRef& in : store_->ns_->all())
+      if (!in->dir && store_->ns_->is_under(*in, r.ino)) c.push_back({in, 0, 0});
+    take(c);
+  } else if (r.kind == K::kAll) {
+    auto c = candidates([](Inode&) { return true; });
+    take(c);
+  } else if (r.kind == K::kOlderThan) {
+    const int64_t limit = now - int64_t(r.older_than_s * kSec);
+    auto c = candidates([&](Inode& in) { return in.last_access_ns.load() <= limit; });
+    take(c);
+  } else {  // kToSize
+    const uint64_t live = store_->segs_->live_bytes();
+    if (live <= r.target_bytes) return res;
+    auto c = candidates([&](Inode& in) { return evictable_locked(in, r.force, now); });
+    std::sort(c.begin(), c.end(), [](const Cand& a, const Cand& b) { return a.last < b.last; });
+    uint64_t got = 0;
+    std::vector<Cand> pick;
+    for (auto& x : c) {
+      if (got >= live - r.target_bytes) break;
+      got += x.bytes;
+      pick.push_back(std::move(x));
+    }
+    take(pick);
+  }
+  if (!r.dry_run && !v.empty()) remove(v, r.force, Reason::kAdmin, &res);
+  if (!r.dry_run) kick();  // reclaim what was freed
+  return res;
+}
+
+}  // namespace kvfs

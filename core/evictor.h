@@ -1,0 +1,129 @@
+// Evictor: keeps the backing dir under its capacity, without ever hurting a
+// reader, and does the housekeeping the offloaders never do.
+//
+// Capacity: the bytes of all segment files. Above high_watermark * capacity a
+// pass evicts least recently used files (whole files: their names go, ENOENT
+// afterwards) until the live data fits under low_watermark * capacity, then
+// reclaims segments: an empty one is deleted; one whose live fraction is under
+// reclaim_ratio has its remaining files copied forward (made dirty again and
+// rewritten by the flushers into the current segment) while there is room,
+// or evicted with it when there is none. Segments are deleted only once
+// nothing points into them and every snapshot they held for a live inode was
+// written again elsewhere (so an index rebuild still finds every file).
+//
+// Never evicted: open files, files looked up / stat'ed / read / touched within
+// evict_grace (plus the kernel's cache timeouts), and dirty files. The
+// kernel's caches of an evicted name are invalidated through the listener.
+// When nothing can be evicted, flushes wait briefly (wait_for_room) and then
+// fail with ENOSPC instead of growing past capacity plus one segment.
+//
+// Thread-safe. One pass runs at a time (pass_mu_). Lock order: pass_mu_ ->
+// Namespace::mu_ -> Inode::mu; mu_ (the wake-up state) is a leaf.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/inode.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+class BlockStore;
+
+struct EvictRequest {
+  enum class Kind { kPath, kPrefix, kAll, kToSize, kOlderThan };
+  Kind kind = Kind::kAll;
+  uint64_t ino = 0;           // kPath: a file; kPrefix: a directory (its subtree)
+  uint64_t target_bytes = 0;  // kToSize: live data to go down to
+  double older_than_s = 0;    // kOlderThan: not accessed for this long
+  bool force = false;         // also open files and files in their grace period
+  bool dry_run = false;       // report what would go, remove nothing
+};
+
+struct EvictResult {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  uint64_t skipped = 0;  // matched but protected (open, in grace, dirty)
+};
+
+struct EvictorStats {
+  uint64_t capacity = 0;
+  uint64_t evicted_capacity = 0, evicted_admin = 0, evicted_tmp = 0, evicted_reclaim = 0;
+  uint64_t evicted_bytes = 0;
+  uint64_t dirs_removed = 0;
+  uint64_t segments_deleted = 0;
+  uint64_t reclaim_copied_bytes = 0;  // write amplification of reclamation
+  uint64_t passes = 0;
+  uint64_t enospc = 0;  // flushes refused for lack of room
+};
+
+class Evictor {
+ public:
+  explicit Evictor(BlockStore* store);
+  ~Evictor();
+
+  void start();
+  void stop();
+  // Wakes the background pass (after a flush, or when space is short).
+  void kick();
+  // Called by the backing filesystem's own ENOSPC: evict below what is used.
+  void backing_full();
+  // Flusher gate: OK once `bytes` more fit under capacity + one segment;
+  // NoSpace if a pass could not make room.
+  Status wait_for_room(uint64_t bytes);
+
+  Result<EvictResult> evict(const EvictRequest& r);
+
+  uint64_t capacity() const { return capacity_.load(); }
+  void set_capacity(uint64_t bytes);
+  double grace_s() const;
+  void set_grace_s(double s);
+  EvictorStats stats() const;
+
+ private:
+  enum class Reason { kCapacity, kAdmin, kTmp, kReclaim };
+  struct Cand {
+    InodeRef in;
+    int64_t last;
+    uint64_t bytes;
+  };
+  void run();
+  void pass(bool force_reclaim);
+  void housekeeping(int64_t now);
+  std::vector<Cand> candidates(const std::function<bool(Inode&)>& want);
+  bool evictable_locked(Inode& in, bool force, int64_t now) const;
+  uint64_t remove(const std::vector<InodeRef>& victims, bool force, Reason why, EvictResult* res,
+                  const std::function<bool(Inode&)>& extra = {});
+  void remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now);
+  void evict_lru(uint64_t need, int64_t now);
+  void reclaim(uint64_t target_used, int64_t now);
+  bool reclaim_segment(uint64_t seg, bool copy, int64_t now);
+
+  BlockStore* const store_;
+  std::atomic<uint64_t> capacity_{0};
+  std::atomic<int64_t> grace_ns_{0};
+
+  std::mutex pass_mu_;  // one pass at a time
+
+  std::mutex mu_;
+  std::condition_variable cv_;       // guarded by mu_: wakes run()
+  std::condition_variable room_cv_;  // guarded by mu_: a pass finished
+  bool stop_ = false;                // guarded by mu_
+  bool kicked_ = false;              // guarded by mu_
+  bool full_ = false;                // guarded by mu_: backing fs said ENOSPC
+  uint64_t pass_count_ = 0;          // guarded by mu_
+  std::thread thread_;
+  int64_t last_housekeeping_ = 0;  // run() thread only
+
+  std::atomic<uint64_t> ev_cap_{0}, ev_admin_{0}, ev_tmp_{0}, ev_reclaim_{0}, ev_bytes_{0};
+  std::atomic<uint64_t> dirs_removed_{0}, segs_deleted_{0}, copied_{0}, enospc_{0};
+};
+
+}  // namespace kvfs
