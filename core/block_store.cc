@@ -19,7 +19,9 @@ namespace kvfs {
 
 BlockStore::BlockStore(const StoreConfig& cfg) : cfg_(cfg) {}
 
-BlockStore::~BlockStore() { (void)Close(); }
+BlockStore::~BlockStore() {
+  (void)Close();
+}
 
 Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   KVFS_RETURN_IF_ERROR(cfg.validate());
@@ -74,8 +76,8 @@ Status BlockStore::load() {
     KVFS_RETURN_IF_ERROR(open_index());
     RebuildStats st;
     KVFS_RETURN_IF_ERROR(rebuild_index(*segs_, *index_, &st));
-    spdlog::info("index rebuilt: {} segments, {} records, {} inodes, {} torn tails",
-                 st.segments, st.records, st.inodes, st.torn_tails);
+    spdlog::info("index rebuilt: {} segments, {} records, {} inodes, {} torn tails", st.segments,
+                 st.records, st.inodes, st.torn_tails);
     rebuilt_ = true;
     return Status::OK();
   };
@@ -131,7 +133,8 @@ Status BlockStore::load() {
       if (b.ext.valid()) segs_->add_live(b.ext);
   }
   for (uint64_t o : orphans) drop.deletes.push_back(o);
-  if (!orphans.empty()) spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
+  if (!orphans.empty())
+    spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
   if (!drop.empty()) KVFS_RETURN_IF_ERROR(index_->commit(drop, true));
   if (auto ns = index_->get_meta("next_seq"); ns.ok())
     max_seq = std::max<uint64_t>(max_seq, std::strtoull(ns->c_str(), nullptr, 10));
@@ -242,7 +245,11 @@ static void fix_nlink(const InodeRef& in, Attr* a) {
 
 Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   auto r = ns_->lookup(parent, name);
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    if (r.status().code() == Status::Code::kNotFound)
+      negative_lookups_.fetch_add(1, std::memory_order_relaxed);
+    return r.status();
+  }
   InodeRef& in = *r;
   std::shared_lock ns(ns_->mu());
   std::lock_guard g(in->mu);
@@ -388,7 +395,9 @@ Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn
   return ns_->readdir(ino, cookie, fn);
 }
 
-void BlockStore::forget(uint64_t ino, uint64_t n) { (void)ns_->forget(ino, n); }
+void BlockStore::forget(uint64_t ino, uint64_t n) {
+  (void)ns_->forget(ino, n);
+}
 
 // ----------------------------------------------------------------------------
 // xattrs: kept in the inode, persisted with its snapshot, so they follow
@@ -406,7 +415,8 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
   auto it = in->xattrs.find(name);
   if ((flags & XATTR_CREATE) && it != in->xattrs.end()) return Status::Exists();
   if ((flags & XATTR_REPLACE) && it == in->xattrs.end()) return Status::NoData();
-  if (in->xattrs.size() >= 1024 && it == in->xattrs.end()) return Status::NoSpace("too many xattrs");
+  if (in->xattrs.size() >= 1024 && it == in->xattrs.end())
+    return Status::NoSpace("too many xattrs");
   in->xattrs[name] = std::string(value);
   in->ctime_ns = now_ns();
   mark_dirty_locked(*in);
@@ -486,11 +496,59 @@ StoreStats BlockStore::stats() {
   st.dropped_files = dropped_files_.load();
   st.queued = flusher_->queued();
   st.capacity = evictor_->capacity();
+  st.ram_block_hits = ram_block_hits_.load();
+  st.negative_lookups = negative_lookups_.load();
   st.live_bytes = segs_->live_bytes();
   return st;
 }
 
-EvictorStats BlockStore::evictor_stats() { return evictor_->stats(); }
+void BlockStore::flush_async() {
+  if (cfg_.read_only) return;
+  for (auto& in : ns_->all()) {
+    std::lock_guard g(in->mu);
+    if (in->dirty() && in->linked.load() && in->open_writers == 0)
+      flusher_->enqueue_locked(in, false);
+  }
+}
+
+Result<std::vector<LsEntry>> BlockStore::ls(uint64_t dir) {
+  std::vector<std::pair<std::string, uint64_t>> names;
+  KVFS_RETURN_IF_ERROR(
+      ns_->readdir(dir, 2, [&](std::string_view n, uint64_t ino, uint32_t, uint64_t) {
+        names.emplace_back(std::string(n), ino);
+        return true;
+      }));
+  std::vector<LsEntry> out;
+  for (auto& [name, ino] : names) {
+    InodeRef in = ns_->get(ino);
+    if (!in) continue;
+    std::lock_guard g(in->mu);
+    LsEntry e{name, ino, in->mode, in->size, "-", in->last_access_ns.load()};
+    if (in->is_reg()) {
+      size_t dirty = 0, ram = 0, disk = 0;
+      for (auto& b : in->blocks) {
+        if (b.buf)
+          ++dirty;
+        else if (b.ext.valid())
+          (ram_->contains(ExtentKey{b.ext.seg, b.ext.off}) ? ram : disk)++;
+      }
+      if (dirty)
+        e.tier = "dirty";
+      else if (ram && !disk)
+        e.tier = "ram";
+      else if (disk && !ram)
+        e.tier = "backing";
+      else if (ram && disk)
+        e.tier = "mixed";
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+EvictorStats BlockStore::evictor_stats() {
+  return evictor_->stats();
+}
 
 Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
   KVFS_RETURN_IF_ERROR(check_writable());
@@ -520,13 +578,18 @@ Status BlockStore::set_ram_size(uint64_t bytes) {
 }
 
 Status BlockStore::set_evict_grace(double seconds) {
-  if (!(seconds >= 0) || seconds > 365 * 86400.0) return Status::Invalid("evict_grace out of range");
+  if (!(seconds >= 0) || seconds > 365 * 86400.0)
+    return Status::Invalid("evict_grace out of range");
   evictor_->set_grace_s(seconds);
   return Status::OK();
 }
 
-double BlockStore::evict_grace() const { return evictor_->grace_s(); }
-uint64_t BlockStore::capacity() const { return evictor_->capacity(); }
+double BlockStore::evict_grace() const {
+  return evictor_->grace_s();
+}
+uint64_t BlockStore::capacity() const {
+  return evictor_->capacity();
+}
 
 Status BlockStore::flush_all() {
   if (cfg_.read_only) return Status::OK();

@@ -78,6 +78,18 @@ struct StoreStats {
   uint64_t dropped_files = 0;
   uint64_t queued = 0;
   uint64_t capacity = 0, live_bytes = 0;
+  uint64_t ram_block_hits = 0;    // 1 MiB blocks served from RAM
+  uint64_t negative_lookups = 0;  // names looked up that do not exist (KV misses)
+};
+
+// One entry of `kvfs-admin ls`.
+struct LsEntry {
+  std::string name;
+  uint64_t ino = 0;
+  uint32_t mode = 0;
+  uint64_t size = 0;
+  std::string tier;  // "dirty", "ram", "backing", "mixed", "-" (dirs, empty files)
+  int64_t last_access_ns = 0;
 };
 
 struct StatFs {
@@ -136,6 +148,9 @@ class BlockStore : public Journal {
   EvictorStats evictor_stats();
   // Writes every dirty file (open ones too) and waits until it is committed.
   Status flush_all();
+  // Queues every dirty file for the flushers and returns at once.
+  void flush_async();
+  Result<std::vector<LsEntry>> ls(uint64_t dir);
   RamTier& ram() { return *ram_; }
 
   // --- capacity and eviction (evictor.h) ---
@@ -185,6 +200,7 @@ class BlockStore : public Journal {
 
   std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
   std::atomic<uint64_t> checksum_errors_{0}, io_errors_{0}, dropped_files_{0};
+  std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0};
 };
 
 }  // namespace kvfs

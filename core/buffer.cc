@@ -33,7 +33,9 @@ void release_memory(char* d, size_t cap) {
 
 }  // namespace
 
-Buffer::~Buffer() { release_memory(data_, capacity_); }
+Buffer::~Buffer() {
+  release_memory(data_, capacity_);
+}
 
 size_t buffer_class(size_t bytes) {
   size_t c = kAlign;

@@ -15,7 +15,9 @@ namespace kvfs {
 inline constexpr size_t kBlockSize = 1u << 20;  // one FUSE request, one record block
 inline constexpr size_t kAlign = 4096;
 
-inline constexpr uint64_t align_up(uint64_t v, uint64_t a = kAlign) { return (v + a - 1) / a * a; }
+inline constexpr uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
+  return (v + a - 1) / a * a;
+}
 
 class Buffer {
  public:

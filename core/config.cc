@@ -31,8 +31,7 @@ std::optional<uint64_t> parse_size(const std::string& s) {
   if (errno != 0 || end == s.c_str() || v < 0 || !std::isfinite(v)) return std::nullopt;
   std::string suffix(end);
   double mult = 1;
-  if (suffix.size() > 1 && (suffix.back() == 'B' || suffix.back() == 'b') &&
-      suffix.size() <= 3)
+  if (suffix.size() > 1 && (suffix.back() == 'B' || suffix.back() == 'b') && suffix.size() <= 3)
     suffix.pop_back();  // "64MB", "64MiB" -> "64M"/"64Mi"
   if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();
   if (suffix.size() > 1) return std::nullopt;

@@ -35,9 +35,13 @@ Evictor::Evictor(BlockStore* store) : store_(store) {
   grace_ns_ = static_cast<int64_t>(store->cfg_.evict_grace_s * kSec);
 }
 
-Evictor::~Evictor() { stop(); }
+Evictor::~Evictor() {
+  stop();
+}
 
-void Evictor::start() { thread_ = std::thread([this] { run(); }); }
+void Evictor::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void Evictor::stop() {
   {
@@ -71,8 +75,12 @@ void Evictor::set_capacity(uint64_t bytes) {
   kick();
 }
 
-double Evictor::grace_s() const { return double(grace_ns_.load()) / kSec; }
-void Evictor::set_grace_s(double s) { grace_ns_ = static_cast<int64_t>(s * kSec); }
+double Evictor::grace_s() const {
+  return double(grace_ns_.load()) / kSec;
+}
+void Evictor::set_grace_s(double s) {
+  grace_ns_ = static_cast<int64_t>(s * kSec);
+}
 
 EvictorStats Evictor::stats() const {
   EvictorStats s;
@@ -340,8 +348,8 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   for (auto& w : waits) {
     std::unique_lock l(w.in->mu);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (w.in->durable_version < w.version && w.in->linked.load() &&
-           w.in->open_writers == 0 && std::chrono::steady_clock::now() < deadline)
+    while (w.in->durable_version < w.version && w.in->linked.load() && w.in->open_writers == 0 &&
+           std::chrono::steady_clock::now() < deadline)
       st.flusher_->wait_durable_for(l, std::chrono::seconds(1));
     if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;
   }

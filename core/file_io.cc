@@ -160,8 +160,12 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     const uint64_t end = std::min<uint64_t>(off + size, in.size);
     for (uint64_t b = off / kBlockSize; b * kBlockSize < end; ++b) {
       const uint64_t base = b * kBlockSize;
-      Piece p{nullptr, uint32_t(b), uint32_t(std::max(off, base) - base),
-              uint32_t(std::min(end, base + kBlockSize) - base), 0, Extent{}};
+      Piece p{nullptr,
+              uint32_t(b),
+              uint32_t(std::max(off, base) - base),
+              uint32_t(std::min(end, base + kBlockSize) - base),
+              0,
+              Extent{}};
       if (b < in.blocks.size()) {
         const BlockSlot& s = in.blocks[b];
         p.valid = s.len;
@@ -179,6 +183,9 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     // relatime: enough for "last read" without a write per read.
     if (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000) in.atime_ns = t;
   }
+  uint64_t ram_hits = 0;
+  for (Piece& p : pieces) ram_hits += p.ref != nullptr;
+  if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
   for (Piece& p : pieces) {
     if (!p.miss.valid()) continue;
     Status st = read_block(in, p.idx, p.miss, &p.ref);

@@ -35,7 +35,9 @@ constexpr auto kRetryDelay = std::chrono::seconds(1);
 
 Flusher::Flusher(BlockStore* store) : store_(store) {}
 
-Flusher::~Flusher() { (void)stop(); }
+Flusher::~Flusher() {
+  (void)stop();
+}
 
 void Flusher::start() {
   for (unsigned i = 0; i < store_->cfg_.flush_threads; ++i) {
@@ -122,8 +124,7 @@ void Flusher::wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::mil
   durable_cv_.wait_for(l, d);
 }
 
-bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure,
-                      Captured* c) {
+bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c) {
   std::shared_lock ns(store_->ns_->mu());
   std::lock_guard g(in->mu);
   if (from_queue) in->queued = false;
@@ -161,8 +162,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   return true;
 }
 
-bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta,
-                         bool* sync) {
+bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync) {
   std::unique_lock l(q_mu_);
   for (;;) {
     if (stopping_) return false;
@@ -283,8 +283,8 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch,
         if (j < c.dirty.size() && be.idx == c.dirty[j].idx) be.ext = c.dirty[j++].ext;
       c.snap.extents = ex;
     };
-    KVFS_RETURN_IF_ERROR(sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe,
-                                   blocks, fill));
+    KVFS_RETURN_IF_ERROR(
+        sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe, blocks, fill));
   }
   return sw.sync();
 }
@@ -400,8 +400,9 @@ Status Flusher::flush_all() {
       std::unique_lock l(q_mu_);
       any |= !meta_.empty();
       q_cv_.notify_all();
-      idle_cv_.wait(l, [&] { return (queue_.empty() && meta_.empty() && active_ == 0) ||
-                                    !retry_.empty() || stopping_; });
+      idle_cv_.wait(l, [&] {
+        return (queue_.empty() && meta_.empty() && active_ == 0) || !retry_.empty() || stopping_;
+      });
       force_all_ = false;
       if (!retry_.empty()) {
         result = Status::IOError("some files could not be flushed");

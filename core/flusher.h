@@ -17,8 +17,8 @@
 // Thread-safe. Lock order: Namespace::mu_ -> Inode::mu -> q_mu_.
 #pragma once
 
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -86,16 +86,16 @@ class Flusher {
   std::vector<std::unique_ptr<Worker>> workers_;
 
   mutable std::mutex q_mu_;
-  std::condition_variable q_cv_;                  // guarded by q_mu_
-  std::deque<InodeRef> queue_;                    // guarded by q_mu_
-  std::vector<InodeRef> retry_;                   // failed, retried at retry_at_; q_mu_
-  std::unordered_set<InodeRef> writing_;          // guarded by q_mu_
-  std::vector<RecordEntry> meta_;                 // guarded by q_mu_
-  bool stopping_ = false;                         // guarded by q_mu_
-  bool pressure_ = false;                         // guarded by q_mu_
-  bool force_all_ = false;                        // guarded by q_mu_
-  int active_ = 0;                                // passes in progress, guarded by q_mu_
-  std::condition_variable idle_cv_;               // guarded by q_mu_
+  std::condition_variable q_cv_;                    // guarded by q_mu_
+  std::deque<InodeRef> queue_;                      // guarded by q_mu_
+  std::vector<InodeRef> retry_;                     // failed, retried at retry_at_; q_mu_
+  std::unordered_set<InodeRef> writing_;            // guarded by q_mu_
+  std::vector<RecordEntry> meta_;                   // guarded by q_mu_
+  bool stopping_ = false;                           // guarded by q_mu_
+  bool pressure_ = false;                           // guarded by q_mu_
+  bool force_all_ = false;                          // guarded by q_mu_
+  int active_ = 0;                                  // passes in progress, guarded by q_mu_
+  std::condition_variable idle_cv_;                 // guarded by q_mu_
   std::chrono::steady_clock::time_point retry_at_;  // guarded by q_mu_; error backoff
 
   std::condition_variable_any durable_cv_;  // waiters hold their inode's mu

@@ -58,7 +58,7 @@ class Inode {
   std::string name;
   uint64_t dir_cookie = 0;
   std::atomic<bool> linked{true};  // false once unlinked (nlink 0); written under Namespace::mu_
-  std::unique_ptr<DirData> dir;  // directories only
+  std::unique_ptr<DirData> dir;    // directories only
   // Last snapshot in the index; null if the index does not know this inode.
   // Written under Namespace::mu_ exclusive, or shared plus mu.
   std::unique_ptr<InodeSnapshot> committed;

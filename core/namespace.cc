@@ -241,7 +241,7 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   if (dst == src) return InodeRef();  // same file: POSIX says do nothing
   if (src->dir) {
     // A directory may not move into its own subtree.
-    for (uint64_t a = new_parent;; ) {
+    for (uint64_t a = new_parent;;) {
       if (a == src->ino) return Status::Invalid("rename into own subtree");
       if (a == kRootIno) break;
       auto p = table_.find(a);
@@ -443,6 +443,8 @@ std::vector<InodeRef> Namespace::all() const {
   return v;
 }
 
-uint64_t Namespace::next_ino() const { return next_ino_.load(); }
+uint64_t Namespace::next_ino() const {
+  return next_ino_.load();
+}
 
 }  // namespace kvfs

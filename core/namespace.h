@@ -94,8 +94,8 @@ class Namespace {
   Result<uint64_t> remove_empty_dir(const InodeRef& dir);
 
   // Entries after cookie, in a stable order; fn returns false when full.
-  using DirFn = std::function<bool(std::string_view name, uint64_t ino, uint32_t mode,
-                                   uint64_t next_cookie)>;
+  using DirFn =
+      std::function<bool(std::string_view name, uint64_t ino, uint32_t mode, uint64_t next_cookie)>;
   Status readdir(uint64_t ino, uint64_t cookie, const DirFn& fn) const;
 
   // Drops n kernel references; removes the inode from the table when it is

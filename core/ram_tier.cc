@@ -16,8 +16,8 @@ struct RamTier::Shard {
   std::list<Entry> probation;  // guarded by mu; front = most recent
   std::list<Entry> protect;    // guarded by mu
   std::unordered_map<ExtentKey, std::list<Entry>::iterator, ExtentKeyHash> map;  // guarded by mu
-  uint64_t protected_bytes = 0;  // guarded by mu
-  uint64_t charge = 0;           // guarded by mu
+  uint64_t protected_bytes = 0;                                                  // guarded by mu
+  uint64_t charge = 0;                                                           // guarded by mu
 
   void remove(std::list<Entry>::iterator it) {
     charge -= it->charge;
@@ -38,7 +38,7 @@ RamTier::RamTier(uint64_t capacity, unsigned shard_bits)
 RamTier::~RamTier() = default;
 
 RamTier::Shard& RamTier::shard_for(const ExtentKey& k) {
-  return *shards_[ExtentKeyHash{}(k) & shard_mask_];
+  return *shards_[ExtentKeyHash{}(k)&shard_mask_];
 }
 
 ConstBufRef RamTier::lookup(const ExtentKey& key) {
@@ -86,6 +86,12 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf) {
   }
   clean_bytes_ += charge;
   evict_locked(0);
+}
+
+bool RamTier::contains(const ExtentKey& key) {
+  Shard& s = shard_for(key);
+  std::lock_guard g(s.mu);
+  return s.map.count(key) != 0;
 }
 
 void RamTier::erase(const ExtentKey& key) {

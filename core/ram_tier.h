@@ -74,6 +74,8 @@ class RamTier {
   ConstBufRef lookup(const ExtentKey& key);
   void insert(const ExtentKey& key, ConstBufRef buf);
   void erase(const ExtentKey& key);
+  // True if cached; counts nothing and changes no order (admin listings).
+  bool contains(const ExtentKey& key);
 
   // Dirty budget. reserve_dirty blocks while clean+dirty+bytes would pass the
   // capacity and there is dirty data that flushing will turn clean.
@@ -116,13 +118,13 @@ class RamTier {
   unsigned shard_mask_;
 
   mutable std::mutex budget_mu_;
-  std::condition_variable budget_cv_;                // guarded by budget_mu_
-  std::atomic<uint64_t> clean_bytes_{0};             // sum of shard charges
-  std::atomic<uint64_t> dirty_bytes_{0};             // written under budget_mu_
+  std::condition_variable budget_cv_;     // guarded by budget_mu_
+  std::atomic<uint64_t> clean_bytes_{0};  // sum of shard charges
+  std::atomic<uint64_t> dirty_bytes_{0};  // written under budget_mu_
   std::atomic<int> waiters_{0};
-  std::function<void()> pressure_cb_;                // set before use
-  unsigned evict_cursor_ = 0;                        // guarded by budget_mu_
-  Status flush_error_;                               // guarded by budget_mu_
+  std::function<void()> pressure_cb_;  // set before use
+  unsigned evict_cursor_ = 0;          // guarded by budget_mu_
+  Status flush_error_;                 // guarded by budget_mu_
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, evicted_bytes_{0}, waits_{0};
 };

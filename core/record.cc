@@ -9,7 +9,9 @@
 namespace kvfs {
 namespace {
 
-void put_u8(std::string* o, uint8_t v) { o->push_back(static_cast<char>(v)); }
+void put_u8(std::string* o, uint8_t v) {
+  o->push_back(static_cast<char>(v));
+}
 void put_u32(std::string* o, uint32_t v) {
   char b[4];
   for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
@@ -92,7 +94,9 @@ constexpr size_t kMaxSymlink = 4096;
 
 }  // namespace
 
-uint64_t hash_bytes(const void* data, size_t len) { return XXH3_64bits(data, len); }
+uint64_t hash_bytes(const void* data, size_t len) {
+  return XXH3_64bits(data, len);
+}
 
 void encode_snapshot(const InodeSnapshot& s, std::string* o) {
   put_u8(o, kSnapshotVersion);
@@ -130,8 +134,8 @@ Status decode_snapshot(std::string_view in, InodeSnapshot* s) {
   uint32_t nx, ne;
   if (!r.u8(&ver) || ver != kSnapshotVersion) return Status::Corruption("snapshot version");
   if (!r.u64(&s->ino) || !r.u64(&s->seq) || !r.u64(&s->parent) || !r.str(&s->name, kMaxName) ||
-      !r.u32(&s->mode) || !r.u32(&s->uid) || !r.u32(&s->gid) || !r.u64(&s->size) ||
-      !r.u64(&a) || !r.u64(&m) || !r.u64(&c) || !r.str(&s->symlink, kMaxSymlink) || !r.u32(&nx))
+      !r.u32(&s->mode) || !r.u32(&s->uid) || !r.u32(&s->gid) || !r.u64(&s->size) || !r.u64(&a) ||
+      !r.u64(&m) || !r.u64(&c) || !r.str(&s->symlink, kMaxSymlink) || !r.u32(&nx))
     return Status::Corruption("truncated snapshot");
   s->atime_ns = static_cast<int64_t>(a);
   s->mtime_ns = static_cast<int64_t>(m);
@@ -164,8 +168,12 @@ Status decode_snapshot(std::string_view in, InodeSnapshot* s) {
   return Status::OK();
 }
 
-uint64_t RecordHeader::payload_start() const { return align_up(kRecordHeaderSize + meta_len); }
-uint64_t RecordHeader::total_len() const { return payload_start() + payload_len; }
+uint64_t RecordHeader::payload_start() const {
+  return align_up(kRecordHeaderSize + meta_len);
+}
+uint64_t RecordHeader::total_len() const {
+  return payload_start() + payload_len;
+}
 
 // Header layout: magic u32 | type u16 | version u16 | meta_len u32 | nblocks u32
 // | payload_len u64 | meta_hash u64 | reserved (24 B) | header_hash u64.
@@ -193,8 +201,8 @@ Status decode_header(const char in[kRecordHeaderSize], RecordHeader* h) {
   h->nblocks = load_u32(in + 12);
   h->payload_len = load_u64(in + 16);
   h->meta_hash = load_u64(in + 24);
-  if (h->meta_len > (64u << 20) || h->payload_len > (1ull << 44) ||
-      h->payload_len % kAlign != 0 || uint64_t(h->nblocks) * kBlockSize < h->payload_len)
+  if (h->meta_len > (64u << 20) || h->payload_len > (1ull << 44) || h->payload_len % kAlign != 0 ||
+      uint64_t(h->nblocks) * kBlockSize < h->payload_len)
     return Status::Corruption("implausible record lengths");
   return Status::OK();
 }
@@ -221,7 +229,8 @@ Status decode_entries(std::string_view in, std::vector<RecordEntry>* out) {
     if (!r.u8(&kind)) return Status::Corruption("truncated entry");
     if (kind == static_cast<uint8_t>(EntryKind::kTombstone)) {
       e.kind = EntryKind::kTombstone;
-      if (!r.u64(&e.snap.ino) || !r.u64(&e.snap.seq)) return Status::Corruption("truncated tombstone");
+      if (!r.u64(&e.snap.ino) || !r.u64(&e.snap.seq))
+        return Status::Corruption("truncated tombstone");
     } else if (kind == static_cast<uint8_t>(EntryKind::kSnapshot)) {
       std::string body;
       if (!r.str(&body, 64u << 20)) return Status::Corruption("truncated snapshot entry");

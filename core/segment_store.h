@@ -94,7 +94,7 @@ class SegmentStore {
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, SegmentInfo> segs_;  // guarded by mu_
   std::unordered_map<uint64_t, int> read_fds_;      // guarded by mu_
-  uint64_t next_id_ = 1;                             // guarded by mu_
+  uint64_t next_id_ = 1;                            // guarded by mu_
 };
 
 // Appends records to one segment. Writes are queued on an io_uring (plain
@@ -133,8 +133,8 @@ class SegmentWriter {
   std::unique_ptr<io_uring> ring_;
   unsigned inflight_ = 0;
   Status failed_;
-  std::vector<BufRef> headers_;       // kept alive until sync
-  std::vector<ConstBufRef> pinned_;   // block buffers in flight
+  std::vector<BufRef> headers_;      // kept alive until sync
+  std::vector<ConstBufRef> pinned_;  // block buffers in flight
 };
 
 }  // namespace kvfs

@@ -26,10 +26,9 @@ Status Status::FromErrno(int err, std::string m) {
 
 std::string Status::ToString() const {
   static const char* const kNames[] = {
-      "OK",        "NotFound", "Exists",      "NotDir",    "IsDir",
-      "NotEmpty",  "NameTooLong", "Invalid",  "NoSpace",   "IOError",
-      "Corruption", "FileTooBig", "NoData",   "Range",     "Permission",
-      "Access",    "Busy",     "NotSupported", "ReadOnly"};
+      "OK",         "NotFound", "Exists",  "NotDir",       "IsDir",      "NotEmpty", "NameTooLong",
+      "Invalid",    "NoSpace",  "IOError", "Corruption",   "FileTooBig", "NoData",   "Range",
+      "Permission", "Access",   "Busy",    "NotSupported", "ReadOnly"};
   std::string s = kNames[static_cast<int>(code_)];
   if (!msg_.empty()) s += ": " + msg_;
   return s;

@@ -73,7 +73,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T v) : v_(std::move(v)) {}  // NOLINT: implicit by design
+  Result(T v) : v_(std::move(v)) {}       // NOLINT: implicit by design
   Result(Status s) : v_(std::move(s)) {}  // NOLINT
   bool ok() const { return v_.index() == 0; }
   T& value() { return std::get<0>(v_); }
@@ -86,10 +86,10 @@ class [[nodiscard]] Result {
   std::variant<T, Status> v_;
 };
 
-#define KVFS_RETURN_IF_ERROR(expr)      \
-  do {                                  \
-    ::kvfs::Status _s = (expr);         \
-    if (!_s.ok()) return _s;            \
+#define KVFS_RETURN_IF_ERROR(expr) \
+  do {                             \
+    ::kvfs::Status _s = (expr);    \
+    if (!_s.ok()) return _s;       \
   } while (0)
 
 }  // namespace kvfs

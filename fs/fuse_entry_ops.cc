@@ -13,9 +13,13 @@
 
 namespace kvfs {
 
-FsContext& ctx(fuse_req_t req) { return *static_cast<FsContext*>(fuse_req_userdata(req)); }
+FsContext& ctx(fuse_req_t req) {
+  return *static_cast<FsContext*>(fuse_req_userdata(req));
+}
 
-void reply_err(fuse_req_t req, const Status& s) { fuse_reply_err(req, to_errno(s)); }
+void reply_err(fuse_req_t req, const Status& s) {
+  fuse_reply_err(req, to_errno(s));
+}
 
 Caller caller(fuse_req_t req) {
   const fuse_ctx* c = fuse_req_ctx(req);
@@ -83,8 +87,20 @@ void op_init(void* userdata, fuse_conn_info* conn) {
                fc->store->config().flush_threads);
 }
 
+Attr control_attr() {
+  Attr a;
+  a.ino = kControlIno;
+  a.mode = S_IFREG | 0666;
+  a.nlink = 1;
+  a.uid = ::getuid();
+  a.gid = ::getgid();
+  return a;
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, [&] {
+    ScopedLatency t(ctx(req).lat.lookup);
+    if (is_control(parent, name)) return reply_entry(req, control_attr());
     auto r = ctx(req).store->lookup(parent, name);
     if (r.ok()) return reply_entry(req, *r);
     if (r.status().code() == Status::Code::kNotFound && ctx(req).cfg.negative_timeout > 0) {
@@ -101,7 +117,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   try {
-    ctx(req).store->forget(ino, nlookup);
+    if (ino != kControlIno) ctx(req).store->forget(ino, nlookup);
   } catch (...) {
   }
   fuse_reply_none(req);
@@ -109,7 +125,8 @@ void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 
 void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   try {
-    for (size_t i = 0; i < count; ++i) ctx(req).store->forget(forgets[i].ino, forgets[i].nlookup);
+    for (size_t i = 0; i < count; ++i)
+      if (forgets[i].ino != kControlIno) ctx(req).store->forget(forgets[i].ino, forgets[i].nlookup);
   } catch (...) {
   }
   fuse_reply_none(req);
@@ -117,7 +134,7 @@ void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   guarded(req, [&] {
-    auto r = ctx(req).store->getattr(ino);
+    auto r = ino == kControlIno ? Result<Attr>(control_attr()) : ctx(req).store->getattr(ino);
     if (!r.ok()) return reply_err(req, r.status());
     struct stat st;
     fill_stat(*r, &st);
@@ -125,8 +142,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   });
 }
 
-void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-                fuse_file_info* fi) {
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   guarded(req, [&] {
     SetAttrRequest r;
     r.set_mode = to_set & FUSE_SET_ATTR_MODE;
@@ -144,6 +160,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     r.atime_ns = int64_t(attr->st_atim.tv_sec) * 1000000000 + attr->st_atim.tv_nsec;
     r.mtime_ns = int64_t(attr->st_mtim.tv_sec) * 1000000000 + attr->st_mtim.tv_nsec;
     if (attr->st_size < 0 && r.set_size) return (void)fuse_reply_err(req, EINVAL);
+    if (ino == kControlIno) {
+      struct stat st;
+      fill_stat(control_attr(), &st);
+      return (void)fuse_reply_attr(req, &st, 0);
+    }
     auto* fh = fi ? reinterpret_cast<OpenFile*>(fi->fh) : nullptr;
     auto res = ctx(req).store->setattr(ino, r, fh);
     if (!res.ok()) return reply_err(req, res.status());
@@ -163,6 +184,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
   guarded(req, [&] {
+    if (is_control(parent, name)) return (void)fuse_reply_err(req, EEXIST);
     auto r = ctx(req).store->mknod(parent, name, mode, caller(req));
     if (!r.ok()) return reply_err(req, r.status());
     reply_entry(req, *r);
@@ -171,6 +193,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   guarded(req, [&] {
+    if (is_control(parent, name)) return (void)fuse_reply_err(req, EEXIST);
     auto r = ctx(req).store->mkdir(parent, name, mode, caller(req));
     if (!r.ok()) return reply_err(req, r.status());
     reply_entry(req, *r);
@@ -178,7 +201,10 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
 }
 
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  guarded(req, [&] { reply_err(req, ctx(req).store->unlink(parent, name)); });
+  guarded(req, [&] {
+    if (is_control(parent, name)) return (void)fuse_reply_err(req, EPERM);
+    reply_err(req, ctx(req).store->unlink(parent, name));
+  });
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -187,6 +213,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   guarded(req, [&] {
+    if (is_control(parent, name)) return (void)fuse_reply_err(req, EEXIST);
     auto r = ctx(req).store->symlink(parent, name, link, caller(req));
     if (!r.ok()) return reply_err(req, r.status());
     reply_entry(req, *r);
@@ -196,6 +223,9 @@ void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char*
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                const char* newname, unsigned int flags) {
   guarded(req, [&] {
+    ScopedLatency t(ctx(req).lat.rename);
+    if (is_control(parent, name) || is_control(newparent, newname))
+      return (void)fuse_reply_err(req, EPERM);
     reply_err(req, ctx(req).store->rename(parent, name, newparent, newname, flags));
   });
 }
@@ -238,7 +268,9 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
   });
 }
 
-void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  fuse_reply_err(req, 0);
+}
 
 // fsync of a directory makes everything written so far durable: names and
 // data of every file, like syncfs() (which FUSE does not forward). Cheap when
@@ -268,6 +300,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 // Only reached without default_permissions: a plain owner/group/other check.
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
   guarded(req, [&] {
+    if (ino == kControlIno) return (void)fuse_reply_err(req, 0);
     auto r = ctx(req).store->getattr(ino);
     if (!r.ok()) return reply_err(req, r.status());
     if (mask == F_OK) return (void)fuse_reply_err(req, 0);

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "fs/errno_map.h"
@@ -10,7 +11,9 @@
 namespace kvfs {
 namespace {
 
-OpenFile* handle(fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
+OpenFile* handle(fuse_file_info* fi) {
+  return reinterpret_cast<OpenFile*>(fi->fh);
+}
 
 void set_open_flags(fuse_file_info* fi) {
   // Re-reads come from the page cache: file contents change only through
@@ -24,6 +27,8 @@ void set_open_flags(fuse_file_info* fi) {
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
   guarded(req, [&] {
+    ScopedLatency t(ctx(req).lat.create);
+    if (is_control(parent, name)) return (void)fuse_reply_err(req, EEXIST);
     Attr a;
     auto r = ctx(req).store->create(parent, name, mode, fi->flags | O_CREAT, caller(req), &a);
     if (!r.ok()) return reply_err(req, r.status());
@@ -44,6 +49,12 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, [&] {
+    if (ino == kControlIno) {
+      fi->fh = reinterpret_cast<uint64_t>(new ControlHandle);
+      fi->direct_io = 1;  // replies are not file pages
+      if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<ControlHandle*>(fi->fh);
+      return;
+    }
     auto r = ctx(req).store->open(ino, fi->flags);
     if (!r.ok()) return reply_err(req, r.status());
     fi->fh = reinterpret_cast<uint64_t>(*r);
@@ -52,9 +63,15 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
-void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, [&] {
     if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+    if (ino == kControlIno) {
+      const std::string& r = reinterpret_cast<ControlHandle*>(fi->fh)->reply;
+      const size_t o = std::min(r.size(), static_cast<size_t>(off));
+      return (void)fuse_reply_buf(req, r.data() + o, std::min(size, r.size() - o));
+    }
+    ScopedLatency t(ctx(req).lat.read);
     ReadResult rr;
     Status s = ctx(req).store->read(handle(fi), static_cast<uint64_t>(off), size, &rr);
     if (!s.ok()) return reply_err(req, s);
@@ -63,10 +80,18 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
   });
 }
 
-void op_write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
+void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
               fuse_file_info* fi) {
   guarded(req, [&] {
     if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+    if (ino == kControlIno) {
+      // One write is one request; its reply is read back from offset 0.
+      auto* h = reinterpret_cast<ControlHandle*>(fi->fh);
+      h->reply = control_execute(*ctx(req).store, ctx(req).cfg, ctx(req).lat,
+                                 std::string(buf, size), fuse_req_ctx(req)->uid);
+      return (void)fuse_reply_write(req, size);
+    }
+    ScopedLatency t(ctx(req).lat.write);
     auto r = ctx(req).store->write(handle(fi), static_cast<uint64_t>(off), buf, size);
     if (!r.ok()) return reply_err(req, r.status());
     fuse_reply_write(req, *r);
@@ -79,16 +104,22 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
-void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   try {
-    ctx(req).store->release(handle(fi));
+    if (ino == kControlIno)
+      delete reinterpret_cast<ControlHandle*>(fi->fh);
+    else
+      ctx(req).store->release(handle(fi));
   } catch (...) {
   }
   fuse_reply_err(req, 0);
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-  guarded(req, [&] { reply_err(req, ctx(req).store->fsync(ino)); });
+  guarded(req, [&] {
+    if (ino == kControlIno) return (void)fuse_reply_err(req, 0);
+    reply_err(req, ctx(req).store->fsync(ino));
+  });
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,

@@ -9,7 +9,10 @@
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 
+#include <cstring>
+
 #include "core/block_store.h"
+#include "fs/control.h"
 #include "fs/options.h"
 
 namespace kvfs {
@@ -18,7 +21,14 @@ namespace kvfs {
 struct FsContext {
   BlockStore* store = nullptr;
   FsConfig cfg;
+  OpLatencies lat;
 };
+
+// The control file's name is reserved at the root.
+inline bool is_control(fuse_ino_t parent, const char* name) {
+  return parent == FUSE_ROOT_ID && std::strcmp(name, kControlName) == 0;
+}
+Attr control_attr();
 
 FsContext& ctx(fuse_req_t req);
 void reply_err(fuse_req_t req, const Status& s);

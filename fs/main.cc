@@ -15,9 +15,9 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -97,8 +97,8 @@ int serve(ParsedArgs& pa, bool background) {
   auto store = BlockStore::Open(pa.store);
   if (!store.ok()) {
     spdlog::error("cannot start: {}", store.status().ToString());
-    report(kExitStore, store.status().message().empty() ? store.status().ToString()
-                                                         : store.status().message());
+    report(kExitStore,
+           store.status().message().empty() ? store.status().ToString() : store.status().message());
     return kExitStore;
   }
   if ((*store)->rebuilt_index()) spdlog::warn("the index was rebuilt from the segments");

@@ -5,9 +5,13 @@
 namespace kvfs {
 
 Notifier::Notifier(fuse_session* se) : se_(se) {}
-Notifier::~Notifier() { stop(); }
+Notifier::~Notifier() {
+  stop();
+}
 
-void Notifier::start() { th_ = std::thread([this] { run(); }); }
+void Notifier::start() {
+  th_ = std::thread([this] { run(); });
+}
 
 void Notifier::stop() {
   {

@@ -31,10 +31,11 @@ bool parse_bool(const std::string& v, bool* out) {
 // fstab and mount(8) words that mean nothing to kvfs itself.
 bool ignored(const std::string& key) {
   static const char* const words[] = {
-      "defaults", "auto",   "noauto", "nofail", "_netdev", "user",    "users",  "nouser",
-      "owner",    "group",  "nodev",  "dev",    "nosuid",  "suid",    "exec",   "noexec",
-      "atime",    "noatime", "relatime", "strictatime", "nodiratime", "diratime",
-      "lazytime", "async",  "rw",     "loop",   "sync",   "dirsync", "nostrictatime", "setuid"};
+      "defaults", "auto",        "noauto",     "nofail",   "_netdev",       "user",
+      "users",    "nouser",      "owner",      "group",    "nodev",         "dev",
+      "nosuid",   "suid",        "exec",       "noexec",   "atime",         "noatime",
+      "relatime", "strictatime", "nodiratime", "diratime", "lazytime",      "async",
+      "rw",       "loop",        "sync",       "dirsync",  "nostrictatime", "setuid"};
   for (const char* w : words)
     if (key == w) return true;
   return key.rfind("x-", 0) == 0 || key.rfind("comment", 0) == 0;
@@ -42,9 +43,9 @@ bool ignored(const std::string& key) {
 
 // Options libfuse understands at mount time that kvfs passes through.
 bool fuse_passthrough(const std::string& key) {
-  static const char* const words[] = {"fsname", "subtype", "max_read", "blkdev", "blksize",
-                                      "auto_unmount", "allow_root", "context", "fscontext",
-                                      "defcontext", "rootcontext"};
+  static const char* const words[] = {"fsname",    "subtype",      "max_read",   "blkdev",
+                                      "blksize",   "auto_unmount", "allow_root", "context",
+                                      "fscontext", "defcontext",   "rootcontext"};
   for (const char* w : words)
     if (key == w) return true;
   return false;
@@ -74,8 +75,9 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   if (key == "high_watermark" || key == "low_watermark" || key == "reclaim_ratio") {
     double d;
     if (!parse_seconds(val, &d) || d > 1) return bad("a fraction between 0 and 1");
-    (key == "high_watermark" ? st.high_watermark
-                             : key == "low_watermark" ? st.low_watermark : st.reclaim_ratio) = d;
+    (key == "high_watermark"  ? st.high_watermark
+     : key == "low_watermark" ? st.low_watermark
+                              : st.reclaim_ratio) = d;
     return Status::OK();
   }
   if (key == "evict_grace")
@@ -105,7 +107,8 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   if (key == "negative_timeout")
     return parse_seconds(val, &fs.negative_timeout) ? Status::OK() : bad("seconds");
   if (key == "log_level") {
-    static const char* const levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+    static const char* const levels[] = {"trace", "debug",    "info", "warn",
+                                         "error", "critical", "off"};
     for (const char* l : levels)
       if (val == l) {
         fs.log_level = val;

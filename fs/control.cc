@@ -1,0 +1,227 @@
+#include "fs/control.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/block_store.h"
+#include "core/log.h"
+#include "fs/errno_map.h"
+#include "fs/options.h"
+
+namespace kvfs {
+namespace {
+
+using json = nlohmann::json;
+
+json error(const Status& s) {
+  return json{{"error", s.message().empty() ? s.ToString() : s.message()}, {"errno", to_errno(s)}};
+}
+
+json latency(const LatencyHistogram& h) {
+  return json{{"count", h.count()},
+              {"p50_us", h.percentile_ns(0.50) / 1000.0},
+              {"p99_us", h.percentile_ns(0.99) / 1000.0}};
+}
+
+json stats(BlockStore& st, OpLatencies& lat) {
+  StoreStats s = st.stats();
+  EvictorStats e = st.evictor_stats();
+  const uint64_t ram_used = s.ram.clean_bytes + s.ram.dirty_bytes;
+  return json{
+      {"files", s.files},
+      {"directories", s.dirs},
+      {"logical_bytes", s.logical_bytes},
+      {"ram",
+       {{"used_bytes", ram_used},
+        {"capacity_bytes", s.ram.capacity},
+        {"dirty_bytes", s.ram.dirty_bytes},
+        {"clean_bytes", s.ram.clean_bytes},
+        {"cached_blocks", s.ram.entries},
+        {"evicted_blocks", s.ram.evictions},
+        {"backpressure_waits", s.ram.backpressure_waits}}},
+      {"backing",
+       {{"used_bytes", s.segment_bytes},
+        {"capacity_bytes", s.capacity},
+        {"live_bytes", s.live_bytes},
+        {"segments", s.segments},
+        {"live_ratio", s.segment_bytes ? double(s.live_bytes) / double(s.segment_bytes) : 1.0},
+        {"read_bytes", s.backing_read_bytes},
+        {"reads", s.backing_reads},
+        {"written_bytes", s.flushed_bytes + e.reclaim_copied_bytes}}},
+      {"hits", {{"ram", s.ram_block_hits}, {"backing", s.backing_reads}}},
+      {"misses", s.negative_lookups},
+      {"dirty_bytes", s.ram.dirty_bytes},
+      {"flush",
+       {{"queued", s.queued},
+        {"batches", s.flush_batches},
+        {"files", s.flushed_files},
+        {"bytes", s.flushed_bytes}}},
+      {"evictions",
+       {{"capacity", e.evicted_capacity},
+        {"admin", e.evicted_admin},
+        {"tmp", e.evicted_tmp},
+        {"reclaim", e.evicted_reclaim},
+        {"bytes", e.evicted_bytes},
+        {"dirs_removed", e.dirs_removed},
+        {"segments_deleted", e.segments_deleted},
+        {"reclaim_copied_bytes", e.reclaim_copied_bytes}}},
+      {"errors",
+       {{"checksum", s.checksum_errors},
+        {"io", s.io_errors},
+        {"enospc", s.enospc_errors + e.enospc},
+        {"dropped_files", s.dropped_files}}},
+      {"latency",
+       {{"lookup", latency(lat.lookup)},
+        {"read", latency(lat.read)},
+        {"write", latency(lat.write)},
+        {"create", latency(lat.create)},
+        {"rename", latency(lat.rename)}}},
+  };
+}
+
+json config_json(BlockStore& st) {
+  const StoreConfig& c = st.config();
+  return json{{"ram_size", st.ram().capacity()},
+              {"capacity", st.capacity()},
+              {"evict_grace", st.evict_grace()},
+              {"segment_size", c.segment_size},
+              {"flush_threads", c.flush_threads},
+              {"index_dir", c.index_dir},
+              {"backing_dir", c.backing_dir},
+              {"log_level", spdlog::level::to_string_view(spdlog::get_level()).data()}};
+}
+
+Status set_config(BlockStore& st, const std::string& key, const std::string& val) {
+  if (key == "ram_size" || key == "capacity") {
+    auto v = parse_size(val);
+    if (!v) return Status::Invalid("'" + val + "' is not a size");
+    return key == "ram_size" ? st.set_ram_size(*v) : st.set_capacity(*v);
+  }
+  if (key == "evict_grace") {
+    char* end = nullptr;
+    double d = std::strtod(val.c_str(), &end);
+    if (val.empty() || *end) return Status::Invalid("'" + val + "' is not a number of seconds");
+    return st.set_evict_grace(d);
+  }
+  if (key == "log_level") {
+    auto lvl = spdlog::level::from_str(val);
+    if (lvl == spdlog::level::off && val != "off") return Status::Invalid("unknown log level");
+    spdlog::set_level(lvl);
+    spdlog::info("log level set to {}", val);
+    return Status::OK();
+  }
+  return Status::Invalid("unknown or read-only setting '" + key + "'");
+}
+
+json evict(BlockStore& st, const json& req) {
+  EvictRequest r;
+  const std::string mode = req.value("mode", "");
+  r.force = req.value("force", false);
+  r.dry_run = req.value("dry_run", false);
+  auto ino_of = [&](const std::string& p) -> Result<uint64_t> { return st.resolve(p); };
+  if (mode == "path" || mode == "prefix") {
+    auto ino = ino_of(req.value("path", ""));
+    if (!ino.ok()) return error(ino.status());
+    r.kind = mode == "path" ? EvictRequest::Kind::kPath : EvictRequest::Kind::kPrefix;
+    r.ino = *ino;
+  } else if (mode == "all") {
+    r.kind = EvictRequest::Kind::kAll;
+  } else if (mode == "to_size") {
+    r.kind = EvictRequest::Kind::kToSize;
+    r.target_bytes = req.value("bytes", uint64_t(0));
+  } else if (mode == "older_than") {
+    r.kind = EvictRequest::Kind::kOlderThan;
+    r.older_than_s = req.value("seconds", 0.0);
+  } else {
+    return error(Status::Invalid("unknown evict mode '" + mode + "'"));
+  }
+  auto res = st.evict(r);
+  if (!res.ok()) return error(res.status());
+  return json{{"files", res->files},
+              {"bytes", res->bytes},
+              {"skipped", res->skipped},
+              {"dry_run", r.dry_run}};
+}
+
+}  // namespace
+
+std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& lat,
+                            const std::string& request, uint32_t uid) {
+  json reply;
+  try {
+    json req = json::parse(request);
+    const std::string cmd = req.value("cmd", "");
+    const bool privileged = uid == 0 || uid == ::getuid();
+    auto deny = [&] {
+      spdlog::warn("control: uid {} refused '{}'", uid, cmd);
+      return error(Status::Permission("'" + cmd + "' is for root or the user who mounted"));
+    };
+    if (cmd == "version") {
+      reply = json{{"version", KVFS_VERSION}};
+    } else if (cmd == "stats") {
+      reply = stats(st, lat);
+    } else if (cmd == "evict") {
+      reply = (!req.value("dry_run", false) && !privileged) ? deny() : evict(st, req);
+    } else if (cmd == "flush") {
+      if (!privileged) {
+        reply = deny();
+      } else if (req.value("wait", false)) {
+        Status s = st.flush_all();
+        reply = s.ok() ? json{{"flushed", true}} : error(s);
+      } else {
+        st.flush_async();
+        reply = json{{"queued", true}};
+      }
+    } else if (cmd == "ls") {
+      auto ino = st.resolve(req.value("path", ""));
+      if (!ino.ok()) {
+        reply = error(ino.status());
+      } else if (auto a = st.getattr(*ino); a.ok() && !S_ISDIR(a->mode)) {
+        reply = error(Status::NotDir());
+      } else {
+        auto ls = st.ls(*ino);
+        if (!ls.ok()) {
+          reply = error(ls.status());
+        } else {
+          json arr = json::array();
+          for (auto& e : *ls)
+            arr.push_back({{"name", e.name},
+                           {"type", S_ISDIR(e.mode)   ? "dir"
+                                    : S_ISLNK(e.mode) ? "symlink"
+                                                      : "file"},
+                           {"size", e.size},
+                           {"tier", e.tier},
+                           {"last_access_ns", e.last_access_ns}});
+          reply = json{{"entries", arr}};
+        }
+      }
+    } else if (cmd == "config") {
+      if (req.contains("set")) {
+        if (!privileged) {
+          reply = deny();
+        } else {
+          for (auto& [k, v] : req["set"].items()) {
+            Status s = set_config(st, k, v.is_string() ? v.get<std::string>() : v.dump());
+            if (!s.ok()) {
+              reply = error(s);
+              break;
+            }
+          }
+          if (reply.is_null()) reply = config_json(st);
+        }
+      } else {
+        reply = config_json(st);
+      }
+    } else {
+      reply = error(Status::Invalid("unknown command '" + cmd + "'"));
+    }
+  } catch (const std::exception& e) {
+    reply = error(Status::Invalid(std::string("bad request: ") + e.what()));
+  }
+  (void)cfg;
+  // Names may hold any byte: replace invalid UTF-8 rather than fail.
+  return reply.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace kvfs

@@ -1,0 +1,42 @@
+// The control file: how kvfs-admin talks to a mounted kvfs.
+//
+// A hidden regular file `.kvfs-control` at the mount root (absent from
+// readdir, reserved as a name). The admin tool opens it, writes one JSON
+// request, then reads the JSON reply from offset 0. Each open handle keeps its
+// own reply. Requests that change state (evict, flush, config set) are refused
+// with EACCES-style errors unless the caller is root or the user who mounted:
+// the daemon checks the caller's uid from the FUSE request, the tool cannot
+// bypass it. Thread-safe: handles are per open file; the store is thread-safe.
+#pragma once
+
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/metrics.h"
+
+namespace kvfs {
+
+class BlockStore;
+struct FsConfig;
+
+inline constexpr const char* kControlName = ".kvfs-control";
+// Far above any inode number the store hands out.
+inline constexpr uint64_t kControlIno = 0xFFFFFFFFFFFF0001ull;
+
+// Latencies the admin tool reports (p50/p99), recorded by the FUSE ops.
+struct OpLatencies {
+  LatencyHistogram lookup, read, write, create, rename;
+};
+
+struct ControlHandle {
+  std::string reply;
+};
+
+// Runs one request; returns the JSON reply (errors included).
+std::string control_execute(BlockStore& store, const FsConfig& cfg, OpLatencies& lat,
+                            const std::string& request, uint32_t caller_uid);
+
+}  // namespace kvfs
