@@ -566,6 +566,9 @@ Status BlockStore::set_capacity(uint64_t bytes) {
     return Status::Invalid("capacity must be at least two segments (" +
                            format_size(2 * cfg_.segment_size) + ")");
   evictor_->set_capacity(bytes);
+  no_space_ = false;
+  ram_->set_flush_error(Status::OK());
+  flusher_->retry_now();
   spdlog::info("capacity set to {}", format_size(bytes));
   return Status::OK();
 }

@@ -103,6 +103,14 @@ void Flusher::add_meta(std::vector<RecordEntry> entries) {
   q_cv_.notify_one();
 }
 
+void Flusher::retry_now() {
+  {
+    std::lock_guard l(q_mu_);
+    retry_at_ = {};
+  }
+  q_cv_.notify_all();
+}
+
 void Flusher::on_pressure() {
   {
     std::lock_guard l(q_mu_);

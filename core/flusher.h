@@ -52,6 +52,8 @@ class Flusher {
   void untrack_locked(const InodeRef& in);
   // Journal entries to append to the next segment record. Thread-safe.
   void add_meta(std::vector<RecordEntry> entries);
+  // Retries failed flushes now instead of after the back-off.
+  void retry_now();
   // Called by the RamTier when a writer has to wait for RAM.
   void on_pressure();
   // Flushes every dirty inode, open or not, and waits for it.
