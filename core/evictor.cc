@@ -345,9 +345,9 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     }
   });
   // 3. Wait until the flushers have written all of it elsewhere.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (auto& w : waits) {
     std::unique_lock l(w.in->mu);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (w.in->durable_version < w.version && w.in->linked.load() && w.in->open_writers == 0 &&
            std::chrono::steady_clock::now() < deadline)
       st.flusher_->wait_durable_for(l, std::chrono::seconds(1));

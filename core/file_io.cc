@@ -50,8 +50,6 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
       KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
       in->mtime_ns = in->ctime_ns = now_ns();
     }
-  } else {
-    ++in->version;  // a new file is dirty until its first commit
   }
   ++in->open_count;
   if (writable) ++in->open_writers;

@@ -229,13 +229,24 @@ void Flusher::run(Worker* w) {
     std::vector<RecordEntry> meta;
     bool sync = false;
     if (!take_batch(&batch, &meta, &sync)) break;
-    if (!batch.empty() || !meta.empty()) {
-      Status st = write_batch(w, batch, meta);
+    // Metadata first, and never held back by the capacity gate: it is tiny,
+    // and the evictor may be waiting for it (snapshots it re-logs before
+    // deleting a segment) to make room for the data behind it.
+    std::vector<Captured> data;
+    for (auto& c : batch)
+      if (!c.dirty.empty()) data.push_back(std::move(c));
+    std::erase_if(batch, [](const Captured& c) { return !c.in; });
+    std::vector<RecordEntry> none;
+    for (auto* part : {&batch, &data}) {
+      std::vector<RecordEntry>& m = part == &batch ? meta : none;
+      if (part->empty() && m.empty()) continue;
+      Status st = write_batch(w, *part, m, /*gate=*/part == &data);
       if (st.ok()) {
-        finish_batch(batch, sync);
+        finish_batch(*part, sync);
       } else {
-        w->writer.reset();  // a failed segment is never appended to again
-        fail_batch(batch, meta, st);
+        if (st.code() != Status::Code::kNoSpace || st.message().find("capacity") == std::string::npos)
+          w->writer.reset();  // a failed segment is never appended to again
+        fail_batch(*part, m, st);
       }
     }
     {
@@ -248,7 +259,7 @@ void Flusher::run(Worker* w) {
 }
 
 Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch,
-                            std::vector<RecordEntry>& meta) {
+                            std::vector<RecordEntry>& meta, bool gate) {
   if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
   if (!w->writer) {
     auto nw = store_->segs_->new_writer();
@@ -257,7 +268,7 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch,
   }
   uint64_t bytes = 0;
   for (auto& c : batch) bytes += c.bytes;
-  KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(bytes + kBlockSize));
+  if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(bytes + kBlockSize));
   SegmentWriter& sw = *w->writer;
   std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
   for (auto& c : batch)

@@ -80,7 +80,8 @@ class Flusher {
   // Takes inodes (and pending meta) for one pass; false when stopping.
   bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync);
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
-  Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta);
+  Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
+                     bool gate);
   void finish_batch(std::vector<Captured>& batch, bool sync);
   void fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta, const Status& st);
 

@@ -174,6 +174,10 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
   in->uid = n.uid;
   in->gid = n.gid;
   in->atime_ns = in->mtime_ns = in->ctime_ns = t;
+  in->touch(t);
+  // A new file is dirty until its first commit: the evictor must not take it
+  // in the moment between its creation and its opening.
+  if (in->is_reg()) in->version = 1;
   in->symlink = n.symlink;
   in->size = in->is_symlink() ? n.symlink.size() : 0;
   if (in->is_dir()) in->dir = std::make_unique<DirData>();
