@@ -136,6 +136,8 @@ Status BlockStore::load() {
   if (!orphans.empty())
     spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
   if (!drop.empty()) KVFS_RETURN_IF_ERROR(index_->commit(drop, true));
+  if (auto ni = index_->get_meta("next_ino"); ni.ok())
+    ns_->reserve_inos_below(std::strtoull(ni->c_str(), nullptr, 10));
   if (auto ns = index_->get_meta("next_seq"); ns.ok())
     max_seq = std::max<uint64_t>(max_seq, std::strtoull(ns->c_str(), nullptr, 10));
   next_seq_ = max_seq + 1;

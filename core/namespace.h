@@ -113,6 +113,9 @@ class Namespace {
   std::vector<InodeRef> all() const;
   // Allocates inode numbers above every loaded one.
   uint64_t next_ino() const;
+  // Startup: never hand out a number the index once used (its tombstone may
+  // still be in a segment).
+  void reserve_inos_below(uint64_t v);
 
   static Status check_name(std::string_view name);
 
