@@ -447,8 +447,12 @@ std::vector<InodeRef> Namespace::all() const {
   return v;
 }
 
-uint64_t Namespace::next_ino() const {
-  return next_ino_.load();
+uint64_t Namespace::next_ino() const { return next_ino_.load(); }
+
+void Namespace::reserve_inos_below(uint64_t v) {
+  uint64_t cur = next_ino_.load();
+  while (cur < v && !next_ino_.compare_exchange_weak(cur, v)) {
+  }
 }
 
 }  // namespace kvfs
