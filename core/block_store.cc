@@ -52,8 +52,10 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   KVFS_RETURN_IF_ERROR(s->load());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
-  // Idle buffers kept warm for reuse: part of the fixed overhead over ram_size.
-  BufferPool::set_max_free_bytes(std::min<uint64_t>(32ull << 20, cfg.ram_size / 16));
+  // Freed block buffers are kept for reuse (fresh memory is slow to fault in
+  // in VMs). A buffer is only allocated when none is free, so the pool never
+  // holds more than the RAM tier once used: memory stays under ram_size.
+  BufferPool::set_max_free_bytes(cfg.ram_size);
   if (!cfg.read_only) {
     s->flusher_->start();
     s->evictor_->start();
@@ -303,6 +305,7 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   if (r.set_gid) in->gid = r.gid;
   if (r.set_atime) {
     in->atime_ns = r.atime_now ? t : r.atime_ns;
+    in->atime_dirty = true;
     in->touch(t);  // llm-d marks the hits it skips: they are in use
   }
   if (r.set_mtime) in->mtime_ns = r.mtime_now ? t : r.mtime_ns;

@@ -57,6 +57,7 @@ struct OpenFile {
   InodeRef in;
   bool writable = false;
   bool wrote = false;
+  bool noatime = false;  // O_NOATIME: reads leave atime alone
 };
 
 // What a read returns: iovecs into buffers kept alive by refs. The caller

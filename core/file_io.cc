@@ -56,7 +56,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
   in->nlookup.fetch_add(1);
   in->touch(now_ns());
   *attr = attr_locked(*in);
-  return new OpenFile{in, writable, false};
+  return new OpenFile{in, writable, false, (flags & O_NOATIME) != 0};
 }
 
 Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
@@ -78,7 +78,7 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   }
   ++in->open_count;
   if (writable) ++in->open_writers;
-  return new OpenFile{in, writable, false};
+  return new OpenFile{in, writable, false, (flags & O_NOATIME) != 0};
 }
 
 void BlockStore::release(OpenFile* f) {
@@ -136,10 +136,17 @@ Status BlockStore::read_block(Inode& in, uint32_t idx, const Extent& ext, ConstB
 
 void BlockStore::drop_file(const InodeRef& in, const Status& why) {
   if (cfg_.read_only) return;
+  uint64_t parent;
+  std::string name;
+  {
+    std::shared_lock ns(ns_->mu());
+    parent = in->parent;
+    name = in->name;
+  }
   if (ns_->drop(in).ok()) {
     dropped_files_.fetch_add(1);
-    spdlog::error("file {} (inode {}) dropped from the cache: {}", in->name, in->ino,
-                  why.ToString());
+    spdlog::error("file {} (inode {}) dropped from the cache: {}", name, in->ino, why.ToString());
+    if (on_evict_) on_evict_(parent, name, in->ino);  // the kernel forgets it too
   }
 }
 
@@ -179,7 +186,10 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     const int64_t t = now_ns();
     in.touch(t);
     // relatime: enough for "last read" without a write per read.
-    if (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000) in.atime_ns = t;
+    if (!f->noatime && (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000)) {
+      in.atime_ns = t;
+      in.atime_dirty = true;
+    }
   }
   uint64_t ram_hits = 0;
   for (Piece& p : pieces) ram_hits += p.ref != nullptr;
@@ -297,7 +307,9 @@ Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
     if (in.blocks.size() > nblocks) in.blocks.resize(nblocks);
     in.dirty_charge -= released;
     if (released) ram_->release_dirty(released);
-    if (nblocks > 0) {
+    // Blocks past the slots are holes (a file grown by truncate): nothing
+    // to cut there.
+    if (nblocks > 0 && nblocks <= in.blocks.size()) {
       BlockSlot& s = in.blocks[nblocks - 1];
       const uint32_t keep = static_cast<uint32_t>(size - (nblocks - 1) * kBlockSize);
       if (s.len > keep) {

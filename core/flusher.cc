@@ -244,7 +244,8 @@ void Flusher::run(Worker* w) {
       if (st.ok()) {
         finish_batch(*part, sync);
       } else {
-        if (st.code() != Status::Code::kNoSpace || st.message().find("capacity") == std::string::npos)
+        if (st.code() != Status::Code::kNoSpace ||
+            st.message().find("capacity") == std::string::npos)
           w->writer.reset();  // a failed segment is never appended to again
         fail_batch(*part, m, st);
       }
@@ -258,8 +259,8 @@ void Flusher::run(Worker* w) {
   w->writer.reset();
 }
 
-Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch,
-                            std::vector<RecordEntry>& meta, bool gate) {
+Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
+                            bool gate) {
   if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
   if (!w->writer) {
     auto nw = store_->segs_->new_writer();
@@ -313,8 +314,29 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
   {
     std::shared_lock ns(store_->ns_->mu());
     IndexBatch ib;
-    for (auto& c : batch)
-      if (!c.blocks_only && c.in->linked.load()) ib.puts.push_back(&c.snap);
+    std::vector<RecordEntry> tombs;
+    for (auto& c : batch) {
+      if (c.blocks_only) continue;
+      if (!c.in->linked.load()) {
+        // Unlinked after the capture: its snapshot may already sit in the
+        // segment, so the segments need a tombstone too (index rebuilds).
+        RecordEntry t;
+        t.kind = EntryKind::kTombstone;
+        t.snap.ino = c.in->ino;
+        t.snap.seq = store_->next_seq_.fetch_add(1);
+        tombs.push_back(std::move(t));
+        continue;
+      }
+      if (c.snap.parent != c.in->parent || c.snap.name != c.in->name) {
+        // Renamed since the capture (and journaled): keep the current name
+        // in the index, and write a fresh snapshot so the segments agree.
+        c.snap.parent = c.in->parent;
+        c.snap.name = c.in->name;
+        c.in->requeue = true;
+      }
+      ib.puts.push_back(&c.snap);
+    }
+    if (!tombs.empty()) add_meta(std::move(tombs));
     ib.next_ino = store_->ns_->next_ino();
     ib.next_seq = store_->next_seq_.load();
     if (!ib.empty()) cs = store_->index_->commit(ib, sync);
@@ -346,6 +368,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
         in.in_flush = false;
         in.flush_error = Status::OK();
         const bool sealed = in.open_writers == 0 || in.fsync_waiters > 0;
+        if (in.requeue && in.linked.load() && !in.dirty()) ++in.version;
         if (in.requeue || (in.dirty() && sealed && in.linked.load())) {
           in.requeue = false;
           enqueue_locked(c.in, in.fsync_waiters > 0);
@@ -410,6 +433,8 @@ Status Flusher::flush_all() {
     }
     for (auto& in : store_->ns_->all()) {
       std::lock_guard g(in->mu);
+      if (in->atime_dirty && !in->dirty() && in->linked.load()) ++in->version;
+      in->atime_dirty = false;
       if ((in->dirty() && in->linked.load()) || in->in_flush) {
         enqueue_locked(in, false);
         any = true;

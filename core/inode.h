@@ -85,12 +85,13 @@ class Inode {
   uint32_t open_count = 0;
   uint32_t open_writers = 0;
   uint32_t fsync_waiters = 0;
-  bool queued = false;    // in the flush queue
-  bool in_flush = false;  // captured by a flusher, not yet committed
-  bool requeue = false;   // changed while in_flush
-  bool evicted = false;   // removed by the evictor: opens by inode fail
-  bool tracked = false;   // in the flusher's set of files written while open
-  Status flush_error;     // last flush failure, reported to fsync
+  bool queued = false;       // in the flush queue
+  bool in_flush = false;     // captured by a flusher, not yet committed
+  bool requeue = false;      // changed while in_flush
+  bool atime_dirty = false;  // atime changed alone: saved by flush_all only
+  bool evicted = false;      // removed by the evictor: opens by inode fail
+  bool tracked = false;      // in the flusher's set of files written while open
+  Status flush_error;        // last flush failure, reported to fsync
 
   bool is_dir() const { return S_ISDIR(mode); }
   bool is_reg() const { return S_ISREG(mode); }

@@ -277,11 +277,11 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
     i->ctime_ns = t;
     if (i != src.get()) i->mtime_ns = t;
   }
-  if (!src->committed) {
-    // Not in the index yet, or a flusher is committing it under its old
-    // name right now: make sure a flush captures the new one.
+  {
+    // A flusher may be committing it under its old name right now: make sure
+    // a flush captures the new one.
     std::lock_guard g(src->mu);
-    ++src->version;
+    if (!src->committed) ++src->version;
     if (src->in_flush) src->requeue = true;
   }
   if (dst && unused_locked(*dst)) table_.erase(dst->ino);
@@ -298,6 +298,8 @@ Status Namespace::drop(const InodeRef& in) {
   if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}));
   unlink_locked(*d, in);
   in->linked = false;
+  std::lock_guard g(in->mu);
+  in->evicted = true;  // a later open by inode number is a miss
   return Status::OK();
 }
 
@@ -447,7 +449,9 @@ std::vector<InodeRef> Namespace::all() const {
   return v;
 }
 
-uint64_t Namespace::next_ino() const { return next_ino_.load(); }
+uint64_t Namespace::next_ino() const {
+  return next_ino_.load();
+}
 
 void Namespace::reserve_inos_below(uint64_t v) {
   uint64_t cur = next_ino_.load();

@@ -87,6 +87,7 @@ class SegmentStore {
 
   std::string dir_;  // <backing>/segments
   std::string node_;
+  uint64_t segment_size_ = 0;
   std::string backing_id_;
   bool direct_io_ = false;
   int lock_fd_ = -1;

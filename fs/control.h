@@ -9,7 +9,10 @@
 // bypass it. Thread-safe: handles are per open file; the store is thread-safe.
 #pragma once
 
-#define FUSE_USE_VERSION 34
+// 312, not 34: below 312 libfuse 3.14 maps fuse_session_loop_mt to its 3.2 entry
+// point, which misreads fuse_loop_cfg_create()'s config (no idle threads: a new
+// thread, buffer and /dev/fuse clone per request).
+#define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
 #include <cstdint>

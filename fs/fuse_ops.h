@@ -6,7 +6,10 @@
 // reports failure as Status, turned into an errno by reply_err().
 #pragma once
 
-#define FUSE_USE_VERSION 34
+// 312, not 34: below 312 libfuse 3.14 maps fuse_session_loop_mt to its 3.2 entry
+// point, which misreads fuse_loop_cfg_create()'s config (no idle threads: a new
+// thread, buffer and /dev/fuse clone per request).
+#define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
 #include <cstring>

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -170,7 +171,10 @@ int serve(ParsedArgs& pa, bool background) {
   store->reset();
   spdlog::info("stopped{}", cs.ok() ? "" : " with unflushed data: " + cs.ToString());
   spdlog::shutdown();
-  return rc == 0 && cs.ok() ? 0 : kExitStore;
+  // libfuse reports the signal that ended the loop as its result: SIGTERM,
+  // SIGINT and SIGHUP are the normal way to stop.
+  const bool clean = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP;
+  return clean && cs.ok() ? 0 : kExitStore;
 }
 
 }  // namespace

@@ -130,6 +130,10 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
     fs.default_permissions = true;
     return Status::OK();
   }
+  if (key == "no_default_permissions" && !has_val) {
+    fs.default_permissions = false;
+    return Status::OK();
+  }
   if (key == "debug" && !has_val) {
     fs.debug = true;
     return Status::OK();
@@ -202,9 +206,7 @@ Result<ParsedArgs> parse_args(int argc, char** argv) {
   char buf[PATH_MAX];
   a.store.backing_dir = realpath(pos[0].c_str(), buf) ? buf : pos[0];
   a.fs.mountpoint = realpath(pos[1].c_str(), buf) ? buf : pos[1];
-  // With allow_other, other users reach the files: the kernel must check
-  // permissions unless the admin said otherwise.
-  if (a.fs.allow_other) a.fs.default_permissions = true;
+
   KVFS_RETURN_IF_ERROR(a.store.validate());
   KVFS_RETURN_IF_ERROR(a.fs.validate());
   return a;
@@ -246,8 +248,9 @@ kvfs options (sizes take K, M, G, T suffixes):
   clean_tmp=0|1          that housekeeping on or off (default 1)
   clean_empty_dirs=0|1   remove directories emptied by eviction (default 1)
 
-FUSE options: allow_other, allow_root, default_permissions, ro, fsname=NAME,
-subtype=NAME, auto_unmount. fstab words (defaults, noauto, nofail, _netdev,
+FUSE options: allow_other, allow_root, ro, fsname=NAME, subtype=NAME,
+auto_unmount. The kernel checks permissions against each file's mode and
+owner (default_permissions) unless no_default_permissions is given. fstab words (defaults, noauto, nofail, _netdev,
 x-systemd.*, ...) are accepted and ignored.
 )";
 }

@@ -30,7 +30,10 @@ struct FsConfig {
   double negative_timeout = 10.0;
   std::string log_level = "info";
   bool allow_other = false;
-  bool default_permissions = false;
+  // The kernel checks permissions from mode and owner: on by default (with
+  // allow_other other users reach the files), off with no_default_permissions.
+  // It also lets the kernel answer access() from its attribute cache.
+  bool default_permissions = true;
   // Options passed to libfuse's fuse_session_new ("-o a,b,c").
   std::vector<std::string> fuse_opts;
 

@@ -83,6 +83,15 @@ TEST(Options, Errors) {
   EXPECT_NE(r.status().message().find("bogus"), std::string::npos);
 }
 
+TEST(Options, PermissionChecksOnUnlessTurnedOff) {
+  auto on = parse({"kvfs", "/tmp", "/tmp"});
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->fs.default_permissions);
+  auto off = parse({"kvfs", "/tmp", "/tmp", "-o", "no_default_permissions"});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->fs.default_permissions);
+}
+
 TEST(Options, SplitHonoursEscapes) {
   std::vector<std::string> want = {"fsname=a,b", "ro"};
   EXPECT_EQ(split_options("fsname=a\\,b,ro"), want);

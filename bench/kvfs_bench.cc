@@ -1,0 +1,567 @@
+// kvfs-bench: micro-benchmarks of the syscall patterns KV-cache offloaders
+// issue (see shared/WORKLOADS.md), run against any directory so that kvfs can
+// be compared with tmpfs, a plain disk directory or nullfs (the FUSE ceiling).
+// Each subcommand prints one JSON line on stdout; errors go to stderr with exit
+// status 2 (1 for bad usage). Every byte read back is checked against the
+// deterministic content of bench/pattern.h.
+//
+//   kvfs-bench read36 DIR --file NAME [--size B] [--iters N] [--count K] [--warmup W]
+//       vLLM load: per sample open(O_RDONLY|O_DIRECT) + ONE read() of the whole
+//       file + close, into one reused, pre-touched, aligned buffer. With
+//       --count K the files are NAME.0 .. NAME.K-1, each read once per
+//       iteration (K files and --iters 1 --warmup 0: K cold reads).
+//   kvfs-bench write DIR --file NAME [--size B] [--count K] [--direct 0|1] [--sync]
+//       helper: writes the pattern files read36 expects (one write each);
+//       --sync fsyncs their directory afterwards (on kvfs: flushes everything).
+//   kvfs-bench store DIR [--count N] [--size B] [--threads T] [--reps R] [--warmup W] [--keep]
+//       vLLM store: access(F_OK), mkdir -p of a vLLM-like layout, open(tmp,
+//       O_CREAT|O_EXCL|O_WRONLY|O_TRUNC|O_DIRECT), ONE write, close, rename.
+//   kvfs-bench flush DIR [--count N] [--size B] [--reps R] [--hold-open 0|1]
+//       N files with buffered 1 MiB writes, then fsync(open(DIR/flush,
+//       O_RDONLY|O_DIRECTORY)). flush_gbps = bytes / (close + fsync time);
+//       with --hold-open 1 (default) every fd stays open until all are
+//       written, so that kvfs cannot start flushing during the writes.
+//   kvfs-bench access DIR [--count N] [--seconds S]
+//       access(F_OK) rate on present and absent names, 1 and 16 threads.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/pattern.h"
+
+namespace kvfs::bench {
+namespace {
+
+constexpr uint64_t kChunk = 37748736;  // 256 tokens of Qwen3-8B bf16: 36 MiB
+constexpr size_t kIoSize = 1u << 20;
+
+[[noreturn]] void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fputs("kvfs-bench: ", stderr);
+  std::vfprintf(stderr, fmt, ap);
+  std::fputc('\n', stderr);
+  va_end(ap);
+  std::exit(2);
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double gbps(uint64_t bytes, double secs) {
+  return secs > 0 ? bytes / secs / 1e9 : 0;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+double median(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof(b), "\\u%04x", c);
+      o += b;
+      continue;
+    }
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%s%.3f", i ? "," : "", v[i]);
+    o += b;
+  }
+  return o + "]";
+}
+
+// An aligned buffer, touched once so that timed code never faults it in.
+struct AlignedBuf {
+  explicit AlignedBuf(size_t n) : size(n) {
+    const size_t cap = (n + kPage - 1) / kPage * kPage + kPage;
+    p = static_cast<char*>(std::aligned_alloc(kPage, cap));
+    if (!p) die("out of memory (%zu bytes)", cap);
+    std::memset(p, 0, cap);
+  }
+  ~AlignedBuf() { std::free(p); }
+  AlignedBuf(const AlignedBuf&) = delete;
+  AlignedBuf& operator=(const AlignedBuf&) = delete;
+  char* p;
+  size_t size;
+};
+
+// --key value options after the subcommand and DIR.
+class Args {
+ public:
+  Args(int argc, char** argv, int first, const std::set<std::string>& flags) {
+    for (int i = first; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.rfind("--", 0) != 0) die("unexpected argument '%s'", a.c_str());
+      a = a.substr(2);
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        kv_[a.substr(0, eq)] = a.substr(eq + 1);
+      } else if (flags.count(a)) {
+        kv_[a] = "1";
+      } else {
+        if (i + 1 >= argc) die("--%s needs a value", a.c_str());
+        kv_[a] = argv[++i];
+      }
+    }
+  }
+  std::string str(const std::string& k, const std::string& def = "") {
+    used_.insert(k);
+    auto it = kv_.find(k);
+    return it == kv_.end() ? def : it->second;
+  }
+  uint64_t num(const std::string& k, uint64_t def) {
+    used_.insert(k);
+    auto it = kv_.find(k);
+    if (it == kv_.end()) return def;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
+    uint64_t mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1ull << 10, ++end;
+    if (*end == 'M' || *end == 'm') mult = 1ull << 20, ++end;
+    if (*end == 'G' || *end == 'g') mult = 1ull << 30, ++end;
+    if (end == it->second.c_str() || *end)
+      die("--%s: not a number: '%s'", k.c_str(), it->second.c_str());
+    return v * mult;
+  }
+  double real(const std::string& k, double def) {
+    used_.insert(k);
+    auto it = kv_.find(k);
+    return it == kv_.end() ? def : std::atof(it->second.c_str());
+  }
+  bool flag(const std::string& k) { return str(k, "0") != "0"; }
+  void check_all_used() {
+    for (auto& [k, v] : kv_)
+      if (!used_.count(k)) die("unknown option --%s", k.c_str());
+  }
+
+ private:
+  std::map<std::string, std::string> kv_;
+  std::set<std::string> used_;
+};
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (!name.empty() && name[0] == '/') return name;
+  return dir + "/" + name;
+}
+
+std::string parent_of(const std::string& p) {
+  const size_t s = p.rfind('/');
+  return s == std::string::npos ? "." : s == 0 ? "/" : p.substr(0, s);
+}
+
+std::vector<std::string> file_list(const std::string& dir, const std::string& name, uint64_t n) {
+  std::vector<std::string> v;
+  if (n <= 1) return {join(dir, name)};
+  for (uint64_t i = 0; i < n; ++i) v.push_back(join(dir, name) + "." + std::to_string(i));
+  return v;
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// os.makedirs(exist_ok=True): stat the parent, create it first if absent.
+void mkdir_p(const std::string& p) {
+  const std::string head = parent_of(p);
+  if (head != p && head != "/" && head != "." && !exists(head)) mkdir_p(head);
+  if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST)
+    die("mkdir %s: %s", p.c_str(), strerror(errno));
+}
+
+void fsync_dir(const std::string& d) {
+  const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) die("open %s: %s", d.c_str(), strerror(errno));
+  if (::fsync(fd) != 0) die("fsync %s: %s", d.c_str(), strerror(errno));
+  ::close(fd);
+}
+
+// One full-size write; a short write is an error, as in vLLM.
+void write_all_once(int fd, const char* buf, size_t size, const std::string& path) {
+  const ssize_t r = ::write(fd, buf, size);
+  if (r < 0) die("write %s: %s", path.c_str(), strerror(errno));
+  if (static_cast<size_t>(r) != size) die("short write to %s: %zd of %zu", path.c_str(), r, size);
+}
+
+// ---------------------------------------------------------------- read36
+
+int cmd_read36(const std::string& dir, Args& a) {
+  const std::string name = a.str("file");
+  if (name.empty()) die("read36 needs --file NAME");
+  const uint64_t size = a.num("size", kChunk);
+  const uint64_t iters = std::max<uint64_t>(1, a.num("iters", 10));
+  const uint64_t count = a.num("count", 1);
+  const uint64_t warmup = a.num("warmup", 2);
+  a.check_all_used();
+  const auto files = file_list(dir, name, count);
+
+  AlignedBuf buf(size), base(size);
+  fill_base(base.p, size);
+  std::vector<bool> verified(files.size(), false);
+  uint64_t verified_bytes = 0;
+
+  auto read_once = [&](size_t fi) {
+    const std::string& path = files[fi];
+    std::memset(buf.p, 0xa5, kPage);  // a stale first page cannot pass the check
+    const double t0 = now_s();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) die("open %s: %s", path.c_str(), strerror(errno));
+    const ssize_t r = ::read(fd, buf.p, size);
+    const int e = errno;
+    ::close(fd);
+    const double t = now_s() - t0;
+    if (r < 0) die("read %s: %s", path.c_str(), strerror(e));
+    if (static_cast<uint64_t>(r) != size)
+      die("short read of %s: %zd of %llu bytes", path.c_str(), r, (unsigned long long)size);
+    if (!verified[fi]) {
+      const int64_t bad = verify_content(buf.p, base.p, size, name_seed(path));
+      if (bad >= 0) die("%s: wrong content at offset %lld", path.c_str(), (long long)bad);
+      verified[fi] = true;
+      verified_bytes += size;
+    }
+    return t;
+  };
+
+  for (uint64_t w = 0; w < warmup; ++w) read_once(0);
+  std::vector<double> rates, ms;
+  for (uint64_t it = 0; it < iters; ++it)
+    for (size_t fi = 0; fi < files.size(); ++fi) {
+      const double t = read_once(fi);
+      rates.push_back(gbps(size, t));
+      ms.push_back(t * 1e3);
+    }
+  std::printf(
+      "{\"cmd\":\"read36\",\"dir\":%s,\"file\":%s,\"files\":%zu,\"size\":%llu,\"samples\":%zu,"
+      "\"median_gbps\":%.3f,\"best_gbps\":%.3f,\"worst_gbps\":%.3f,\"median_ms\":%.3f,"
+      "\"verified_bytes\":%llu,\"gbps_all\":%s}\n",
+      json_str(dir).c_str(), json_str(name).c_str(), files.size(), (unsigned long long)size,
+      rates.size(), median(rates), percentile(rates, 100), percentile(rates, 0), median(ms),
+      (unsigned long long)verified_bytes, json_list(rates).c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- write
+
+int cmd_write(const std::string& dir, Args& a) {
+  const std::string name = a.str("file");
+  if (name.empty()) die("write needs --file NAME");
+  const uint64_t size = a.num("size", kChunk);
+  const uint64_t count = a.num("count", 1);
+  const bool direct = a.num("direct", 1) != 0;
+  const bool sync = a.flag("sync");
+  a.check_all_used();
+  const auto files = file_list(dir, name, count);
+  AlignedBuf buf(size);
+  fill_base(buf.p, size);
+  mkdir_p(parent_of(files[0]));
+  const double t0 = now_s();
+  for (const auto& f : files) {
+    apply_stamps(buf.p, size, name_seed(f));
+    const int fd = ::open(f.c_str(), O_CREAT | O_TRUNC | O_WRONLY | (direct ? O_DIRECT : 0), 0644);
+    if (fd < 0) die("create %s: %s", f.c_str(), strerror(errno));
+    write_all_once(fd, buf.p, size, f);
+    if (::close(fd) != 0) die("close %s: %s", f.c_str(), strerror(errno));
+  }
+  const double tw = now_s() - t0;
+  if (sync) fsync_dir(parent_of(files[0]));
+  const double ts = now_s() - t0;
+  std::printf(
+      "{\"cmd\":\"write\",\"dir\":%s,\"file\":%s,\"files\":%zu,\"size\":%llu,\"direct\":%d,"
+      "\"write_gbps\":%.3f,\"with_sync_gbps\":%.3f}\n",
+      json_str(dir).c_str(), json_str(name).c_str(), files.size(), (unsigned long long)size, direct,
+      gbps(size * files.size(), tw), gbps(size * files.size(), ts));
+  return 0;
+}
+
+// ---------------------------------------------------------------- store
+
+std::string hex64(uint64_t a, uint64_t b) {
+  char h[65];
+  for (int i = 0; i < 4; ++i)
+    std::snprintf(h + 16 * i, 17, "%016llx", (unsigned long long)splitmix64(a * 4 + i + (b << 20)));
+  return std::string(h, 64);
+}
+
+int cmd_store(const std::string& dir, Args& a) {
+  const uint64_t count = std::max<uint64_t>(1, a.num("count", 16));
+  const uint64_t size = a.num("size", kChunk);
+  const unsigned threads = static_cast<unsigned>(std::max<uint64_t>(1, a.num("threads", 16)));
+  const uint64_t reps = std::max<uint64_t>(1, a.num("reps", 3));
+  const uint64_t warmup = a.num("warmup", 1);
+  const bool keep = a.flag("keep");
+  a.check_all_used();
+
+  // <root>/<model>_<12 hex>/config.json and <root>/<model>_<12 hex>_r0/...
+  const std::string model = "Qwen_Qwen3-8B_5d1e2c7b9a04";
+  const std::string base_dir = join(dir, "store/" + model);
+  const std::string rank_dir = base_dir + "_r0";
+  mkdir_p(base_dir);
+  if (!exists(base_dir + "/config.json")) {
+    const int fd = ::open((base_dir + "/config.json").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0) die("create config.json: %s", strerror(errno));
+    const char cfg[] = "{\"model\":\"Qwen/Qwen3-8B\",\"block_size\":256}\n";
+    write_all_once(fd, cfg, sizeof(cfg) - 1, "config.json");
+    ::close(fd);
+  }
+
+  AlignedBuf base(size);
+  fill_base(base.p, size);
+  std::vector<std::unique_ptr<AlignedBuf>> bufs;
+  for (unsigned t = 0; t < threads; ++t) {
+    bufs.push_back(std::make_unique<AlignedBuf>(size));
+    std::memcpy(bufs.back()->p, base.p, size);
+  }
+  const uint64_t run_id = static_cast<uint64_t>(::getpid()) ^ static_cast<uint64_t>(now_s() * 1e6);
+
+  std::vector<double> rates, lat_ms;
+  std::mutex lat_mu;
+  for (uint64_t rep = 0; rep < warmup + reps; ++rep) {
+    std::vector<std::string> dests(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const std::string h = hex64(run_id + i, rep);
+      dests[i] = rank_dir + "/" + h.substr(0, 3) + "/" + h.substr(3, 2) + "_g0/" + h + ".bin";
+    }
+    std::atomic<uint64_t> next{0};
+    std::vector<double> rep_lat;
+    auto worker = [&](unsigned t) {
+      char* buf = bufs[t]->p;
+      std::vector<double> mine;
+      for (uint64_t i; (i = next.fetch_add(1)) < count;) {
+        const std::string& dest = dests[i];
+        apply_stamps(buf, size, name_seed(dest));
+        char suffix[32];
+        std::snprintf(suffix, sizeof(suffix), "_%08x.tmp",
+                      static_cast<unsigned>(splitmix64(run_id ^ (i << 8) ^ rep)));
+        const std::string tmp = dest + suffix;
+        const double t0 = now_s();
+        if (::access(dest.c_str(), F_OK) == 0) continue;  // present: vLLM skips it
+        mkdir_p(parent_of(dest));
+        const int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
+        if (fd < 0) die("create %s: %s", tmp.c_str(), strerror(errno));
+        write_all_once(fd, buf, size, tmp);
+        if (::close(fd) != 0) die("close %s: %s", tmp.c_str(), strerror(errno));
+        if (::rename(tmp.c_str(), dest.c_str()) != 0)
+          die("rename %s: %s", tmp.c_str(), strerror(errno));
+        mine.push_back((now_s() - t0) * 1e3);
+      }
+      std::lock_guard l(lat_mu);
+      rep_lat.insert(rep_lat.end(), mine.begin(), mine.end());
+    };
+    const double t0 = now_s();
+    std::vector<std::thread> ths;
+    for (unsigned t = 0; t < threads; ++t) ths.emplace_back(worker, t);
+    for (auto& th : ths) th.join();
+    const double el = now_s() - t0;
+    if (rep_lat.size() != count)
+      die("store: %zu of %llu names already existed", count - rep_lat.size(),
+          (unsigned long long)count);
+    if (rep >= warmup) {
+      rates.push_back(gbps(size * count, el));
+      lat_ms.insert(lat_ms.end(), rep_lat.begin(), rep_lat.end());
+    }
+    // Untimed: drop this round's files and let the daemon settle (on kvfs,
+    // the fsync of a directory waits for the flushers) before the next round.
+    if (!keep || rep + 1 < warmup + reps) {
+      for (const auto& d : dests)
+        if (::unlink(d.c_str()) != 0) die("unlink %s: %s", d.c_str(), strerror(errno));
+    }
+    fsync_dir(rank_dir);
+  }
+  std::printf(
+      "{\"cmd\":\"store\",\"dir\":%s,\"count\":%llu,\"size\":%llu,\"threads\":%u,\"reps\":%llu,"
+      "\"gbps\":%.3f,\"best_gbps\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,"
+      "\"gbps_all\":%s}\n",
+      json_str(dir).c_str(), (unsigned long long)count, (unsigned long long)size, threads,
+      (unsigned long long)reps, median(rates), percentile(rates, 100), percentile(lat_ms, 50),
+      percentile(lat_ms, 99), percentile(lat_ms, 100), json_list(rates).c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- flush
+
+int cmd_flush(const std::string& dir, Args& a) {
+  const uint64_t count = std::max<uint64_t>(1, a.num("count", 16));
+  const uint64_t size = a.num("size", kChunk);
+  const uint64_t reps = std::max<uint64_t>(1, a.num("reps", 3));
+  const bool hold_open = a.num("hold-open", 1) != 0;
+  a.check_all_used();
+  const std::string fdir = join(dir, "flush");
+  mkdir_p(fdir);
+  AlignedBuf buf(size);
+  fill_base(buf.p, size);
+  const uint64_t bytes = size * count;
+  std::vector<double> flush_rate, total_rate, write_rate, fsync_s;
+  for (uint64_t rep = 0; rep < reps; ++rep) {
+    fsync_dir(fdir);  // start with nothing dirty
+    std::vector<std::string> files;
+    std::vector<int> fds;
+    for (uint64_t i = 0; i < count; ++i)
+      files.push_back(fdir + "/f" + std::to_string(rep) + "_" + std::to_string(i) + ".bin");
+    const double t0 = now_s();
+    for (uint64_t i = 0; i < count; ++i) {
+      apply_stamps(buf.p, size, name_seed(files[i]));
+      const int fd = ::open(files[i].c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+      if (fd < 0) die("create %s: %s", files[i].c_str(), strerror(errno));
+      for (uint64_t off = 0; off < size; off += kIoSize) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kIoSize, size - off));
+        write_all_once(fd, buf.p + off, n, files[i]);
+      }
+      fds.push_back(fd);
+      if (!hold_open && ::close(fd) != 0) die("close %s: %s", files[i].c_str(), strerror(errno));
+    }
+    const double t_written = now_s();
+    // kvfs seals (and starts flushing) a file at its last close: with the fds
+    // held open until now, the flush starts here and the time below is the
+    // time the backing dir took for all the bytes.
+    if (hold_open)
+      for (size_t i = 0; i < fds.size(); ++i)
+        if (::close(fds[i]) != 0) die("close %s: %s", files[i].c_str(), strerror(errno));
+    fsync_dir(fdir);
+    const double t_end = now_s();
+    flush_rate.push_back(gbps(bytes, t_end - t_written));
+    total_rate.push_back(gbps(bytes, t_end - t0));
+    write_rate.push_back(gbps(bytes, t_written - t0));
+    fsync_s.push_back(t_end - t_written);
+    for (const auto& f : files)
+      if (::unlink(f.c_str()) != 0) die("unlink %s: %s", f.c_str(), strerror(errno));
+  }
+  std::printf(
+      "{\"cmd\":\"flush\",\"dir\":%s,\"count\":%llu,\"size\":%llu,\"reps\":%llu,"
+      "\"hold_open\":%d,\"flush_gbps\":%.3f,\"total_gbps\":%.3f,\"write_gbps\":%.3f,"
+      "\"fsync_s\":%.3f,\"flush_gbps_all\":%s,\"total_gbps_all\":%s}\n",
+      json_str(dir).c_str(), (unsigned long long)count, (unsigned long long)size,
+      (unsigned long long)reps, hold_open, median(flush_rate), median(total_rate),
+      median(write_rate), median(fsync_s), json_list(flush_rate).c_str(),
+      json_list(total_rate).c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- access
+
+int cmd_access(const std::string& dir, Args& a) {
+  const uint64_t count = std::max<uint64_t>(1, a.num("count", 1000));
+  const double secs = a.real("seconds", 0.5);
+  a.check_all_used();
+  const std::string adir = join(dir, "access");
+  mkdir_p(adir);
+  std::vector<std::string> present, absent;
+  for (uint64_t i = 0; i < count; ++i) {
+    present.push_back(adir + "/p_" + hex64(i, 7).substr(0, 40) + ".bin");
+    absent.push_back(adir + "/a_" + hex64(i, 9).substr(0, 40) + ".bin");
+  }
+  for (const auto& p : present) {
+    if (exists(p)) continue;
+    const int fd = ::open(p.c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) die("create %s: %s", p.c_str(), strerror(errno));
+    ::close(fd);
+  }
+  auto check = [](const std::string& p, bool want) {
+    const int r = ::access(p.c_str(), F_OK);
+    if (want ? r != 0 : (r == 0 || errno != ENOENT))
+      die("access %s: %s (expected %s)", p.c_str(), r == 0 ? "present" : strerror(errno),
+          want ? "present" : "ENOENT");
+  };
+  // First pass over absent names: each one is a real lookup in the daemon.
+  double t0 = now_s();
+  for (const auto& p : absent) check(p, false);
+  const double first_absent = count / (now_s() - t0);
+  for (const auto& p : present) check(p, true);
+
+  auto rate = [&](const std::vector<std::string>& names, bool want, unsigned threads) {
+    std::atomic<uint64_t> ops{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> ths;
+    const double start = now_s();
+    for (unsigned t = 0; t < threads; ++t)
+      ths.emplace_back([&, t] {
+        uint64_t n = 0;
+        size_t i = (t * names.size()) / threads;
+        while (!stop.load(std::memory_order_relaxed)) {
+          for (int k = 0; k < 256; ++k) {
+            check(names[i], want);
+            if (++i == names.size()) i = 0;
+          }
+          n += 256;
+          if (t == 0 && now_s() - start >= secs) stop = true;
+        }
+        ops += n;
+      });
+    for (auto& th : ths) th.join();
+    return ops.load() / (now_s() - start);
+  };
+  const double p1 = rate(present, true, 1), p16 = rate(present, true, 16);
+  const double a1 = rate(absent, false, 1), a16 = rate(absent, false, 16);
+  std::printf(
+      "{\"cmd\":\"access\",\"dir\":%s,\"count\":%llu,\"present_1t_ops\":%.0f,"
+      "\"present_16t_ops\":%.0f,\"absent_1t_ops\":%.0f,\"absent_16t_ops\":%.0f,"
+      "\"absent_first_pass_ops\":%.0f}\n",
+      json_str(dir).c_str(), (unsigned long long)count, p1, p16, a1, a16, first_absent);
+  return 0;
+}
+
+int usage() {
+  std::fputs(
+      "usage: kvfs-bench SUBCOMMAND DIR [--option VALUE ...]\n"
+      "  read36 DIR --file NAME [--size 37748736] [--iters 10] [--count 1] [--warmup 2]\n"
+      "  write  DIR --file NAME [--size 37748736] [--count 1] [--direct 1] [--sync]\n"
+      "  store  DIR [--count 16] [--size 37748736] [--threads 16] [--reps 3] [--warmup 1] "
+      "[--keep]\n"
+      "  flush  DIR [--count 16] [--size 37748736] [--reps 3] [--hold-open 1]\n"
+      "  access DIR [--count 1000] [--seconds 0.5]\n",
+      stderr);
+  return 1;
+}
+
+}  // namespace
+}  // namespace kvfs::bench
+
+int main(int argc, char** argv) {
+  using namespace kvfs::bench;
+  if (argc < 3) return usage();
+  const std::string cmd = argv[1], dir = argv[2];
+  Args a(argc, argv, 3, {"sync", "keep"});
+  if (cmd == "read36") return cmd_read36(dir, a);
+  if (cmd == "write") return cmd_write(dir, a);
+  if (cmd == "store") return cmd_store(dir, a);
+  if (cmd == "flush") return cmd_flush(dir, a);
+  if (cmd == "access") return cmd_access(dir, a);
+  return usage();
+}
