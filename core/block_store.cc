@@ -56,6 +56,10 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   // in VMs). A buffer is only allocated when none is free, so the pool never
   // holds more than the RAM tier once used: memory stays under ram_size.
   BufferPool::set_max_free_bytes(cfg.ram_size);
+  if (const uint64_t pre = std::min(cfg.ram_prefault, cfg.ram_size); pre > 0) {
+    BlockStore* raw = s.get();
+    s->prefault_ = std::thread([raw, pre] { BufferPool::prefill(pre, &raw->stop_prefault_); });
+  }
   if (!cfg.read_only) {
     s->flusher_->start();
     s->evictor_->start();
@@ -148,6 +152,8 @@ Status BlockStore::load() {
 
 Status BlockStore::Close() {
   if (closed_.exchange(true)) return Status::OK();
+  stop_prefault_ = true;
+  if (prefault_.joinable()) prefault_.join();
   Status st;
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();

@@ -25,6 +25,7 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/config.h"
@@ -198,6 +199,8 @@ class BlockStore : public Journal {
   std::atomic<bool> no_space_{false};  // the last flush failed for lack of room
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> closed_{false};
+  std::thread prefault_;  // BufferPool::prefill at mount
+  std::atomic<bool> stop_prefault_{false};
 
   std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
   std::atomic<uint64_t> checksum_errors_{0}, io_errors_{0}, dropped_files_{0};

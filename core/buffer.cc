@@ -1,6 +1,8 @@
 #include "core/buffer.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -61,6 +63,21 @@ size_t BufferPool::free_bytes() {
   Pool& p = pool();
   std::lock_guard g(p.mu);
   return p.free.size() * kBlockSize;
+}
+
+void BufferPool::prefill(size_t bytes, const std::atomic<bool>* stop) {
+  Pool& p = pool();
+  while (!stop->load(std::memory_order_relaxed)) {
+    {
+      std::lock_guard g(p.mu);
+      if ((p.free.size() + 1) * kBlockSize > std::min(bytes, p.max_free)) return;
+    }
+    char* d = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
+    if (d == nullptr) return;
+    std::memset(d, 0, kBlockSize);
+    std::lock_guard g(p.mu);
+    p.free.push_back(d);
+  }
 }
 
 BufRef BufferPool::allocate(size_t min_capacity) {

@@ -6,6 +6,7 @@
 // warm buffers keeps writes at memcpy speed. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,10 @@ class BufferPool {
   // Contents are unspecified (recycled); callers zero what they expose.
   static BufRef allocate(size_t min_capacity);
   static size_t free_bytes();
+  // Allocates and touches full-size buffers into the free list until it holds
+  // `bytes`, or until *stop becomes true: the RAM tier's first blocks then
+  // cost a memcpy, not page faults. Run from a background thread.
+  static void prefill(size_t bytes, const std::atomic<bool>* stop);
 };
 
 }  // namespace kvfs

@@ -24,6 +24,11 @@ struct StoreConfig {
   // RAM tier capacity: file data in memory, dirty and clean together.
   uint64_t ram_size = 1ull << 30;  // 1 GiB
 
+  // RAM tier memory faulted in ahead, in the background, at mount (fresh
+  // memory is slow to touch in VMs: the first blocks then cost a memcpy).
+  // Counted in ram_size, never more than it. 0 turns it off.
+  uint64_t ram_prefault = 1ull << 30;  // 1 GiB (or ram_size if smaller)
+
   // A segment file is closed and a new one started past this size.
   uint64_t segment_size = 256ull << 20;  // 256 MiB
 

@@ -69,6 +69,7 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   FsConfig& fs = a->fs;
   if (key == "ram_size") return size(&st.ram_size);
   if (key == "segment_size") return size(&st.segment_size);
+  if (key == "ram_prefault") return size(&st.ram_prefault);
   if (key == "flush_batch") return size(&st.flush_batch_bytes);
   if (key == "max_file_size") return size(&st.max_file_size);
   if (key == "capacity") return size(&st.capacity);
@@ -226,6 +227,8 @@ files packed into BACKING_DIR. Returns once the mount is ready.
 
 kvfs options (sizes take K, M, G, T suffixes):
   ram_size=SIZE          RAM tier capacity (default 1G)
+  ram_prefault=SIZE      RAM tier memory faulted in at mount, in the
+                         background (default 1G or ram_size; 0 = off)
   segment_size=SIZE      segment file size (default 256M)
   index_dir=PATH         RocksDB index location (default /var/lib/kvfs/<id>)
   threads=N              FUSE worker threads (default 16)
