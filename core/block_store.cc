@@ -566,6 +566,10 @@ Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
   return evictor_->evict(r);
 }
 
+uint64_t BlockStore::housekeep() {
+  return cfg_.read_only ? 0 : evictor_->housekeep_now();
+}
+
 Result<uint64_t> BlockStore::resolve(std::string_view path) {
   auto r = ns_->resolve(path);
   if (!r.ok()) return r.status();

@@ -157,6 +157,7 @@ class BlockStore : public Journal {
 
   // --- capacity and eviction (evictor.h) ---
   Result<EvictResult> evict(const EvictRequest& r);
+  uint64_t housekeep();                             // orphaned tmp files now; returns how many went
   Result<uint64_t> resolve(std::string_view path);  // path relative to the root
   Status set_capacity(uint64_t bytes);
   Status set_ram_size(uint64_t bytes);

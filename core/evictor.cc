@@ -15,6 +15,7 @@ namespace kvfs {
 namespace {
 
 constexpr int64_t kSec = 1000000000;
+constexpr uint64_t kMetaReserve = 1 << 20;
 
 bool is_tmp_name(const std::string& n) {
   return (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) ||
@@ -70,6 +71,18 @@ void Evictor::backing_full() {
   cv_.notify_one();
 }
 
+Status Evictor::free_space_now() {
+  const uint64_t before = store_->segs_->used_bytes();
+  std::unique_lock l(mu_);
+  const uint64_t start = pass_count_;
+  full_ = kicked_ = true;
+  cv_.notify_one();
+  // Two passes: one may already be running with the old target.
+  room_cv_.wait_for(l, std::chrono::seconds(10), [&] { return stop_ || pass_count_ >= start + 2; });
+  if (store_->segs_->used_bytes() < before) return Status::OK();
+  return Status::NoSpace("backing filesystem full and nothing can be evicted");
+}
+
 void Evictor::set_capacity(uint64_t bytes) {
   capacity_ = bytes;
   kick();
@@ -119,23 +132,43 @@ void Evictor::run() {
 }
 
 Status Evictor::wait_for_room(uint64_t bytes) {
-  const uint64_t slack = store_->cfg_.segment_size;
-  auto fits = [&] { return store_->segs_->used_bytes() + bytes <= capacity_.load() + slack; };
+  // Data may fill the cap plus one segment, less a reserve that keeps room
+  // for metadata records (which never wait here).
+  const uint64_t slack = store_->cfg_.segment_size - kMetaReserve;
+  // Two flushers may ask at once: a grant is held in inflight_ until the
+  // batch is on disk (and counted in the segment sizes).
+  auto fits = [&] {
+    uint64_t cur = inflight_.load();
+    while (store_->segs_->used_bytes() + cur + bytes <= capacity_.load() + slack)
+      if (inflight_.compare_exchange_weak(cur, cur + bytes)) return true;
+    return false;
+  };
   if (store_->segs_->used_bytes() + bytes > capacity_.load() * store_->cfg_.high_watermark) kick();
   if (fits()) return Status::OK();
-  // Let two full passes try; each may wait for flushes of copied data.
+  // Tell the passes how much room is wanted beyond what is granted, and let
+  // two of them try; each may wait for flushes of copied data.
+  wanted_ += bytes;
   std::unique_lock l(mu_);
   const uint64_t start = pass_count_;
-  while (!stop_ && !fits() && pass_count_ < start + 2) {
+  bool ok = false;
+  while (!stop_ && !(ok = fits()) && pass_count_ < start + 2) {
     kicked_ = true;
     cv_.notify_one();
     room_cv_.wait_for(l, std::chrono::seconds(5));
     if (pass_count_ == start) break;  // the evictor is stuck: do not wait forever
   }
-  if (fits()) return Status::OK();
+  wanted_ -= bytes;
+  if (ok || fits()) return Status::OK();
   enospc_.fetch_add(1);
-  return Status::NoSpace("backing dir is at its capacity (" + format_size(capacity_.load()) +
-                         ") and nothing can be evicted");
+  return Status::NoSpace(
+      "backing dir is at its capacity (" + format_size(capacity_.load()) +
+      ") and nothing can be evicted (segments " + std::to_string(store_->segs_->used_bytes()) +
+      " B, live " + std::to_string(store_->segs_->live_bytes()) + " B, in flight " +
+      std::to_string(inflight_.load()) + " B, asking " + std::to_string(bytes) + " B)");
+}
+
+void Evictor::release_room(uint64_t bytes) {
+  inflight_.fetch_sub(bytes);
 }
 
 bool Evictor::evictable_locked(Inode& in, bool force, int64_t now) const {
@@ -210,13 +243,10 @@ void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
     dirs.pop_back();
     if (ino == kRootIno) continue;
     InodeRef d = store_->ns_->get(ino);
-    // A directory made moments ago is about to receive a file (mkdir -p,
-    // then create): only long-idle ones go.
+    // A directory made or walked moments ago may be about to receive a file
+    // (mkdir -p, then create): only idle ones go. (Its mtime is no guide: the
+    // eviction that emptied it just set it.)
     if (!d || now - d->last_access_ns.load() < protect) continue;
-    {
-      std::lock_guard g(d->mu);
-      if (now - d->mtime_ns < protect) continue;
-    }
     auto parent = store_->ns_->remove_empty_dir(d);
     if (!parent.ok()) continue;
     dirs_removed_.fetch_add(1);
@@ -225,8 +255,13 @@ void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
   }
 }
 
-void Evictor::housekeeping(int64_t now) {
-  if (!store_->cfg_.clean_tmp) return;
+uint64_t Evictor::housekeep_now() {
+  std::lock_guard p(pass_mu_);
+  return housekeeping(now_ns());
+}
+
+uint64_t Evictor::housekeeping(int64_t now) {
+  if (!store_->cfg_.clean_tmp) return 0;
   const int64_t age = int64_t(store_->cfg_.tmp_max_age_s * kSec);
   std::vector<InodeRef> v;
   for (auto& c : candidates([&](Inode& in) {
@@ -236,10 +271,9 @@ void Evictor::housekeeping(int64_t now) {
     std::shared_lock ns(store_->ns_->mu());
     if (c.in->linked.load() && is_tmp_name(c.in->name)) v.push_back(c.in);
   }
-  if (!v.empty()) {
-    uint64_t n = remove(v, false, Reason::kTmp, nullptr);
-    if (n) spdlog::info("housekeeping: removed {} orphaned tmp/probe files", n);
-  }
+  uint64_t n = v.empty() ? 0 : remove(v, false, Reason::kTmp, nullptr);
+  if (n) spdlog::info("housekeeping: removed {} orphaned tmp/probe files", n);
+  return n;
 }
 
 void Evictor::evict_lru(uint64_t need, int64_t now) {
@@ -309,6 +343,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
             s.charge = static_cast<uint32_t>(used);
             in->dirty_charge += used;
             ++in->version;
+            in->reclaiming = true;
             copied += s.len;
           } else {
             blocked = true;
@@ -379,8 +414,10 @@ void Evictor::reclaim(uint64_t target_used, int64_t now) {
     const uint64_t used = st.segs_->used_bytes();
     if (used <= target_used) break;
     if (s.live > 0 && ratio(s) > st.cfg_.reclaim_ratio) break;
-    // Copying needs room under the cap; without it the segment goes whole.
-    const bool copy = used + s.live <= capacity_.load();
+    // Copying needs room under the flush gate (capacity plus one segment,
+    // less the metadata reserve); without it the segment goes whole.
+    const bool copy = used + inflight_.load() + s.live + 2 * kMetaReserve <=
+                      capacity_.load() + st.cfg_.segment_size;
     reclaim_segment(s.id, copy, now);
   }
 }
@@ -397,11 +434,28 @@ void Evictor::pass(bool backing_full) {
   uint64_t cap = capacity_.load();
   const uint64_t used = segs.used_bytes();
   if (backing_full) cap = std::min(cap, used);  // the filesystem is smaller than the cap
-  if (used <= cap * store_->cfg_.high_watermark && !backing_full) return;
-  const uint64_t target = static_cast<uint64_t>(cap * store_->cfg_.low_watermark);
-  const uint64_t live = segs.live_bytes();
-  if (live > target) evict_lru(live - target, now);
-  reclaim(target, now);
+  // Room granted to flushes in progress, and asked for by waiting ones,
+  // counts as used: the pass must make room for it too.
+  const uint64_t pending = inflight_.load() + wanted_.load();
+  if (used + pending <= cap * store_->cfg_.high_watermark && !backing_full) return;
+  const uint64_t low = static_cast<uint64_t>(cap * store_->cfg_.low_watermark);
+  const uint64_t target = low > pending ? low - pending : 0;
+  // Space, not live data, is what must fit: each round evicts the least
+  // recently used files worth the excess, then reclaims the segments they
+  // leave empty or sparse, until the segments fit under the low watermark.
+  for (int round = 0; round < 4; ++round) {
+    const uint64_t now_used = segs.used_bytes();
+    if (now_used <= target) break;
+    evict_lru(now_used - target, now);
+    reclaim(target, now);
+    if (segs.used_bytes() >= now_used) break;  // no progress: all protected
+  }
+  if (segs.used_bytes() < used) {
+    // Room was made: writers refused for lack of it may go again.
+    store_->no_space_ = false;
+    store_->ram_->set_flush_error(Status::OK());
+    store_->flusher_->retry_now();
+  }
 }
 
 Result<EvictResult> Evictor::evict(const EvictRequest& r) {

@@ -75,11 +75,17 @@ class Evictor {
   void kick();
   // Called by the backing filesystem's own ENOSPC: evict below what is used.
   void backing_full();
+  // The same, waiting for the pass: OK if it freed space (retry the write).
+  Status free_space_now();
   // Flusher gate: OK once `bytes` more fit under capacity + one segment;
   // NoSpace if a pass could not make room.
   Status wait_for_room(uint64_t bytes);
+  // Returns a grant of wait_for_room once the batch is written (or failed).
+  void release_room(uint64_t bytes);
 
   Result<EvictResult> evict(const EvictRequest& r);
+  // Runs the housekeeping pass now; returns how many files it removed.
+  uint64_t housekeep_now();
 
   uint64_t capacity() const { return capacity_.load(); }
   void set_capacity(uint64_t bytes);
@@ -96,7 +102,7 @@ class Evictor {
   };
   void run();
   void pass(bool force_reclaim);
-  void housekeeping(int64_t now);
+  uint64_t housekeeping(int64_t now);
   std::vector<Cand> candidates(const std::function<bool(Inode&)>& want);
   bool evictable_locked(Inode& in, bool force, int64_t now) const;
   uint64_t remove(const std::vector<InodeRef>& victims, bool force, Reason why, EvictResult* res,
@@ -109,6 +115,8 @@ class Evictor {
   BlockStore* const store_;
   std::atomic<uint64_t> capacity_{0};
   std::atomic<int64_t> grace_ns_{0};
+  std::atomic<uint64_t> inflight_{0};  // granted by wait_for_room, not yet written
+  std::atomic<uint64_t> wanted_{0};    // asked for by flushes waiting in wait_for_room
 
   std::mutex pass_mu_;  // one pass at a time
 

@@ -278,6 +278,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
         in->size = std::max<uint64_t>(in->size, cur + n);
         in->mtime_ns = in->ctime_ns = now_ns();
         ++in->version;
+        in->reclaiming = false;  // client data: the flush gate applies again
         f->wrote = true;
         if (in->open_writers > 0)
           flusher_->track_locked(in);

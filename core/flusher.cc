@@ -15,6 +15,7 @@ struct Flusher::Captured {
   InodeRef in;
   bool blocks_only = false;  // pressure write-out, no commit
   bool sync = false;         // an fsync waits for it
+  bool reclaim = false;      // a copy-forward: its room was granted by the evictor
   uint64_t version = 0;
   uint64_t trunc_gen = 0;
   InodeSnapshot snap;  // extents of clean blocks; dirty ones are added when written
@@ -156,6 +157,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   c->sync = in->fsync_waiters > 0;
   c->version = in->version;
   c->trunc_gen = in->trunc_gen;
+  c->reclaim = in->reclaiming;
   for (uint32_t i = 0; i < in->blocks.size(); ++i) {
     const BlockSlot& s = in->blocks[i];
     if (!s.buf) continue;
@@ -232,15 +234,24 @@ void Flusher::run(Worker* w) {
     // Metadata first, and never held back by the capacity gate: it is tiny,
     // and the evictor may be waiting for it (snapshots it re-logs before
     // deleting a segment) to make room for the data behind it.
-    std::vector<Captured> data;
+    // Copies forward are not gated either: the evictor made room for them
+    // and waits for them before it can delete the segment they leave.
+    std::vector<Captured> copies, data;
     for (auto& c : batch)
-      if (!c.dirty.empty()) data.push_back(std::move(c));
+      if (!c.dirty.empty()) (c.reclaim ? copies : data).push_back(std::move(c));
     std::erase_if(batch, [](const Captured& c) { return !c.in; });
     std::vector<RecordEntry> none;
-    for (auto* part : {&batch, &data}) {
+    for (auto* part : {&batch, &copies, &data}) {
       std::vector<RecordEntry>& m = part == &batch ? meta : none;
       if (part->empty() && m.empty()) continue;
       Status st = write_batch(w, *part, m, /*gate=*/part == &data);
+      if (st.code() == Status::Code::kNoSpace &&
+          st.message().find("capacity") == std::string::npos) {
+        // The backing filesystem filled up before the cap: evict below what
+        // is used, then try once more in a fresh segment.
+        w->writer.reset();
+        if (store_->evictor_->free_space_now().ok()) st = write_batch(w, *part, m, part == &data);
+      }
       if (st.ok()) {
         finish_batch(*part, sync);
       } else {
@@ -269,7 +280,17 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   }
   uint64_t bytes = 0;
   for (auto& c : batch) bytes += c.bytes;
-  if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(bytes + kBlockSize));
+  // Data waits for room under the cap (records add a page each; one block
+  // covers the headers of a batch).
+  const uint64_t grant = bytes + kBlockSize;
+  if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant));
+  struct Release {
+    Evictor* e;
+    uint64_t n;
+    ~Release() {
+      if (e) e->release_room(n);
+    }
+  } release{gate ? store_->evictor_.get() : nullptr, grant};
   SegmentWriter& sw = *w->writer;
   std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
   for (auto& c : batch)
@@ -362,6 +383,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
         if (!c.blocks_only) {
           if (in.linked.load()) in.committed = std::make_unique<InodeSnapshot>(c.snap);
           in.durable_version = std::max(in.durable_version, c.version);
+          if (!in.dirty()) in.reclaiming = false;
           flushed_files_.fetch_add(1, std::memory_order_relaxed);
         }
         for (auto& d : c.dirty) flushed_bytes_.fetch_add(d.len, std::memory_order_relaxed);

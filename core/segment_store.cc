@@ -197,13 +197,6 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     segs_.erase(id);
     return s;
   }
-  // Preallocated: writes inside the file's size let ext4 run O_DIRECT writes
-  // in parallel instead of serialising size changes. The unused tail is
-  // given back when the segment is closed.
-  if (::fallocate(fd, 0, 0, static_cast<off_t>(segment_size_)) == 0) {
-    std::unique_lock l(mu_);
-    segs_[id].bytes = segment_size_;
-  }
   if (Status s = fsync_dir(dir_); !s.ok()) {
     ::close(fd);
     return s;
@@ -459,7 +452,8 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
   std::memcpy(hp + kRecordHeaderSize, meta.data(), meta.size());
 
   const uint64_t start = off_;
-  Status st = submit(hp, head_len, start);
+  Status st = preallocate(pos);
+  if (st.ok()) st = submit(hp, head_len, start);
   for (size_t i = 0; st.ok() && i < blocks.size(); ++i) {
     st = submit(blocks[i].buf->data(), align_up(blocks[i].len), offs[i]);
     pinned_.push_back(blocks[i].buf);
@@ -475,6 +469,25 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
     return st;
   }
   off_ = pos;
+  return Status::OK();
+}
+
+// Writes inside the file's size let ext4 run O_DIRECT writes in parallel
+// instead of serialising size changes, so the file is extended ahead of the
+// writes, a step at a time (bounded waste: the open segment's unused step,
+// counted in the segment's size and given back when it is closed).
+Status SegmentWriter::preallocate(uint64_t end) {
+  if (end <= allocated_ || no_fallocate_) return Status::OK();
+  const uint64_t step = std::clamp<uint64_t>(store_->segment_size_ / 8, 4u << 20, 32u << 20);
+  const uint64_t want = align_up(end, step);
+  if (::fallocate(fd_, 0, static_cast<off_t>(allocated_), static_cast<off_t>(want - allocated_)) !=
+      0) {
+    if (errno == ENOSPC) return Status::NoSpace("preallocating segment " + std::to_string(id_));
+    no_fallocate_ = true;  // not supported here (some NFS): plain appends
+    return Status::OK();
+  }
+  allocated_ = want;
+  store_->note_size(id_, allocated_);
   return Status::OK();
 }
 

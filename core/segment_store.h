@@ -125,12 +125,15 @@ class SegmentWriter {
   friend class SegmentStore;
   SegmentWriter(SegmentStore* store, uint64_t id, int fd);
   Status submit(const char* data, size_t len, uint64_t off);
+  Status preallocate(uint64_t end);
   Status reap(bool all);
 
   SegmentStore* store_;
   uint64_t id_;
   int fd_;
   uint64_t off_ = 0;
+  uint64_t allocated_ = 0;  // fallocate()d size
+  bool no_fallocate_ = false;
   std::unique_ptr<io_uring> ring_;
   unsigned inflight_ = 0;
   Status failed_;

@@ -119,7 +119,12 @@ json evict(BlockStore& st, const json& req) {
   const std::string mode = req.value("mode", "");
   r.force = req.value("force", false);
   r.dry_run = req.value("dry_run", false);
-  auto ino_of = [&](const std::string& p) -> Result<uint64_t> { return st.resolve(p); };
+  auto ino_of = [&](const std::string& p) -> Result<uint64_t> {
+    auto r = st.resolve(p);
+    if (!r.ok() && r.status().code() == Status::Code::kNotFound)
+      return Status::NotFound("no such file or directory: '" + p + "'");
+    return r;
+  };
   if (mode == "path" || mode == "prefix") {
     auto ino = ino_of(req.value("path", ""));
     if (!ino.ok()) return error(ino.status());
@@ -173,10 +178,15 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
         st.flush_async();
         reply = json{{"queued", true}};
       }
+    } else if (cmd == "housekeep") {
+      reply = privileged ? json{{"removed", st.housekeep()}} : deny();
     } else if (cmd == "ls") {
       auto ino = st.resolve(req.value("path", ""));
       if (!ino.ok()) {
-        reply = error(ino.status());
+        reply = error(
+            ino.status().code() == Status::Code::kNotFound
+                ? Status::NotFound("no such file or directory: '" + req.value("path", "") + "'")
+                : ino.status());
       } else if (auto a = st.getattr(*ino); a.ok() && !S_ISDIR(a->mode)) {
         reply = error(Status::NotDir());
       } else {
