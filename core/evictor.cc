@@ -145,20 +145,30 @@ Status Evictor::wait_for_room(uint64_t bytes) {
   };
   if (store_->segs_->used_bytes() + bytes > capacity_.load() * store_->cfg_.high_watermark) kick();
   if (fits()) return Status::OK();
-  // Tell the passes how much room is wanted beyond what is granted, and let
-  // two of them try; each may wait for flushes of copied data.
+  // Tell the passes how much room is wanted beyond what is granted, and wait
+  // while they make progress (each full pass frees something); give up once
+  // a pass frees nothing, or after a minute.
   wanted_ += bytes;
   std::unique_lock l(mu_);
-  const uint64_t start = pass_count_;
-  bool ok = false;
-  while (!stop_ && !(ok = fits()) && pass_count_ < start + 2) {
+  bool granted = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  uint64_t last_used = store_->segs_->used_bytes();
+  while (!stop_ && std::chrono::steady_clock::now() < deadline) {
+    const uint64_t start = pass_count_;
     kicked_ = true;
     cv_.notify_one();
-    room_cv_.wait_for(l, std::chrono::seconds(5));
-    if (pass_count_ == start) break;  // the evictor is stuck: do not wait forever
+    // start + 2: at least one pass that began after this request ended.
+    room_cv_.wait_for(l, std::chrono::seconds(5), [&] {
+      granted = granted || fits();
+      return granted || stop_ || pass_count_ >= start + 2;
+    });
+    if (granted || pass_count_ < start + 2) break;  // room, or the evictor is stuck
+    const uint64_t used = store_->segs_->used_bytes();
+    if (used >= last_used) break;  // a whole pass freed nothing
+    last_used = used;
   }
   wanted_ -= bytes;
-  if (ok || fits()) return Status::OK();
+  if (granted) return Status::OK();
   enospc_.fetch_add(1);
   return Status::NoSpace(
       "backing dir is at its capacity (" + format_size(capacity_.load()) +
@@ -418,7 +428,10 @@ void Evictor::reclaim(uint64_t target_used, int64_t now) {
     // less the metadata reserve); without it the segment goes whole.
     const bool copy = used + inflight_.load() + s.live + 2 * kMetaReserve <=
                       capacity_.load() + st.cfg_.segment_size;
+    // The copies bypass the flush gate: hold their room until they are written.
+    if (copy) inflight_ += s.live;
     reclaim_segment(s.id, copy, now);
+    if (copy) inflight_ -= s.live;
   }
 }
 

@@ -246,7 +246,7 @@ kvfs options (sizes take K, M, G, T suffixes):
   high_watermark=F       eviction starts above F * capacity (default 0.95)
   low_watermark=F        and stops at F * capacity (default 0.85)
   evict_grace=SEC        never evict a file used this recently (default 60)
-  reclaim_ratio=F        reclaim segments less than F live (default 0.5)
+  reclaim_ratio=F        reclaim segments less than F live (default 0.2)
   tmp_max_age=SEC        remove orphaned *.tmp/.o_direct_probe_* after (3600)
   clean_tmp=0|1          that housekeeping on or off (default 1)
   clean_empty_dirs=0|1   remove directories emptied by eviction (default 1)
