@@ -23,6 +23,10 @@
 //       written, so that kvfs cannot start flushing during the writes.
 //   kvfs-bench access DIR [--count N] [--seconds S]
 //       access(F_OK) rate on present and absent names, 1 and 16 threads.
+//
+// Client replays (vllm, llmd, lmcache-native, lmcache-local) are in replay.cc,
+// the multi-round QA replay (mrqa) in mrqa.cc, rw1m/meta/scale in micro2.cc;
+// shared helpers in bench_util.h.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,182 +47,16 @@
 #include <thread>
 #include <vector>
 
-#include "bench/pattern.h"
+#include "bench/bench_util.h"
 
 namespace kvfs::bench {
 namespace {
-
-constexpr uint64_t kChunk = 37748736;  // 256 tokens of Qwen3-8B bf16: 36 MiB
-constexpr size_t kIoSize = 1u << 20;
-
-[[noreturn]] void die(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fputs("kvfs-bench: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-  std::exit(2);
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double gbps(uint64_t bytes, double secs) {
-  return secs > 0 ? bytes / secs / 1e9 : 0;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
-double median(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  std::vector<double> s = v;
-  std::sort(s.begin(), s.end());
-  const size_t n = s.size();
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof(b), "\\u%04x", c);
-      o += b;
-      continue;
-    }
-    o += c;
-  }
-  return o + "\"";
-}
-
-std::string json_list(const std::vector<double>& v) {
-  std::string o = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    char b[32];
-    std::snprintf(b, sizeof(b), "%s%.3f", i ? "," : "", v[i]);
-    o += b;
-  }
-  return o + "]";
-}
-
-// An aligned buffer, touched once so that timed code never faults it in.
-struct AlignedBuf {
-  explicit AlignedBuf(size_t n) : size(n) {
-    const size_t cap = (n + kPage - 1) / kPage * kPage + kPage;
-    p = static_cast<char*>(std::aligned_alloc(kPage, cap));
-    if (!p) die("out of memory (%zu bytes)", cap);
-    std::memset(p, 0, cap);
-  }
-  ~AlignedBuf() { std::free(p); }
-  AlignedBuf(const AlignedBuf&) = delete;
-  AlignedBuf& operator=(const AlignedBuf&) = delete;
-  char* p;
-  size_t size;
-};
-
-// --key value options after the subcommand and DIR.
-class Args {
- public:
-  Args(int argc, char** argv, int first, const std::set<std::string>& flags) {
-    for (int i = first; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.rfind("--", 0) != 0) die("unexpected argument '%s'", a.c_str());
-      a = a.substr(2);
-      if (auto eq = a.find('='); eq != std::string::npos) {
-        kv_[a.substr(0, eq)] = a.substr(eq + 1);
-      } else if (flags.count(a)) {
-        kv_[a] = "1";
-      } else {
-        if (i + 1 >= argc) die("--%s needs a value", a.c_str());
-        kv_[a] = argv[++i];
-      }
-    }
-  }
-  std::string str(const std::string& k, const std::string& def = "") {
-    used_.insert(k);
-    auto it = kv_.find(k);
-    return it == kv_.end() ? def : it->second;
-  }
-  uint64_t num(const std::string& k, uint64_t def) {
-    used_.insert(k);
-    auto it = kv_.find(k);
-    if (it == kv_.end()) return def;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
-    uint64_t mult = 1;
-    if (*end == 'K' || *end == 'k') mult = 1ull << 10, ++end;
-    if (*end == 'M' || *end == 'm') mult = 1ull << 20, ++end;
-    if (*end == 'G' || *end == 'g') mult = 1ull << 30, ++end;
-    if (end == it->second.c_str() || *end)
-      die("--%s: not a number: '%s'", k.c_str(), it->second.c_str());
-    return v * mult;
-  }
-  double real(const std::string& k, double def) {
-    used_.insert(k);
-    auto it = kv_.find(k);
-    return it == kv_.end() ? def : std::atof(it->second.c_str());
-  }
-  bool flag(const std::string& k) { return str(k, "0") != "0"; }
-  void check_all_used() {
-    for (auto& [k, v] : kv_)
-      if (!used_.count(k)) die("unknown option --%s", k.c_str());
-  }
-
- private:
-  std::map<std::string, std::string> kv_;
-  std::set<std::string> used_;
-};
-
-std::string join(const std::string& dir, const std::string& name) {
-  if (!name.empty() && name[0] == '/') return name;
-  return dir + "/" + name;
-}
-
-std::string parent_of(const std::string& p) {
-  const size_t s = p.rfind('/');
-  return s == std::string::npos ? "." : s == 0 ? "/" : p.substr(0, s);
-}
 
 std::vector<std::string> file_list(const std::string& dir, const std::string& name, uint64_t n) {
   std::vector<std::string> v;
   if (n <= 1) return {join(dir, name)};
   for (uint64_t i = 0; i < n; ++i) v.push_back(join(dir, name) + "." + std::to_string(i));
   return v;
-}
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-// os.makedirs(exist_ok=True): stat the parent, create it first if absent.
-void mkdir_p(const std::string& p) {
-  const std::string head = parent_of(p);
-  if (head != p && head != "/" && head != "." && !exists(head)) mkdir_p(head);
-  if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST)
-    die("mkdir %s: %s", p.c_str(), strerror(errno));
-}
-
-void fsync_dir(const std::string& d) {
-  const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) die("open %s: %s", d.c_str(), strerror(errno));
-  if (::fsync(fd) != 0) die("fsync %s: %s", d.c_str(), strerror(errno));
-  ::close(fd);
-}
-
-// One full-size write; a short write is an error, as in vLLM.
-void write_all_once(int fd, const char* buf, size_t size, const std::string& path) {
-  const ssize_t r = ::write(fd, buf, size);
-  if (r < 0) die("write %s: %s", path.c_str(), strerror(errno));
-  if (static_cast<size_t>(r) != size) die("short write to %s: %zd of %zu", path.c_str(), r, size);
 }
 
 // ---------------------------------------------------------------- read36
@@ -312,13 +150,6 @@ int cmd_write(const std::string& dir, Args& a) {
 }
 
 // ---------------------------------------------------------------- store
-
-std::string hex64(uint64_t a, uint64_t b) {
-  char h[65];
-  for (int i = 0; i < 4; ++i)
-    std::snprintf(h + 16 * i, 17, "%016llx", (unsigned long long)splitmix64(a * 4 + i + (b << 20)));
-  return std::string(h, 64);
-}
 
 int cmd_store(const std::string& dir, Args& a) {
   const uint64_t count = std::max<uint64_t>(1, a.num("count", 16));
@@ -545,7 +376,20 @@ int usage() {
       "  store  DIR [--count 16] [--size 37748736] [--threads 16] [--reps 3] [--warmup 1] "
       "[--keep]\n"
       "  flush  DIR [--count 16] [--size 37748736] [--reps 3] [--hold-open 1]\n"
-      "  access DIR [--count 1000] [--seconds 0.5]\n",
+      "  access DIR [--count 1000] [--seconds 0.5]\n"
+      "replays (geometry: --layers 36 --kv-heads 8 --head-dim 128 --dtype-bytes 2\n"
+      "  --block-tokens 256 --tp 1, or --chunk-bytes B; --chunks 32 --settle 1 --keep):\n"
+      "  vllm   DIR [--write-threads 16] [--read-threads 32]\n"
+      "  llmd   DIR [--threads 64] [--need BYTES]\n"
+      "  lmcache-native DIR [--threads 16]\n"
+      "  lmcache-local  DIR [--threads 4] [--budget BYTES]\n"
+      "  mrqa   DIR [--context-tokens 1000] [--users 15] [--rounds 20] [--qps 2] [--time 1200]\n"
+      "         [--concurrency 4] [--write-threads 16] [--read-threads 32] [--backing-dir P]\n"
+      "         [--label L] [--flush 1] [--dry-run]\n"
+      "  rw1m   DIR [--size 256M] [--count 4] [--drop-caches 0]\n"
+      "  meta   DIR [--count 20000] [--threads 1]\n"
+      "  scale  DIR --phase create|lookup [--files 1000000] [--threads 16] [--size 4096]\n"
+      "         [--samples 20000] [--salt 1]\n",
       stderr);
   return 1;
 }
@@ -557,11 +401,19 @@ int main(int argc, char** argv) {
   using namespace kvfs::bench;
   if (argc < 3) return usage();
   const std::string cmd = argv[1], dir = argv[2];
-  Args a(argc, argv, 3, {"sync", "keep"});
+  Args a(argc, argv, 3, {"sync", "keep", "dry-run"});
   if (cmd == "read36") return cmd_read36(dir, a);
   if (cmd == "write") return cmd_write(dir, a);
   if (cmd == "store") return cmd_store(dir, a);
   if (cmd == "flush") return cmd_flush(dir, a);
   if (cmd == "access") return cmd_access(dir, a);
+  if (cmd == "vllm") return cmd_vllm(dir, a);
+  if (cmd == "llmd") return cmd_llmd(dir, a);
+  if (cmd == "lmcache-native") return cmd_lmcache_native(dir, a);
+  if (cmd == "lmcache-local") return cmd_lmcache_local(dir, a);
+  if (cmd == "mrqa") return cmd_mrqa(dir, a);
+  if (cmd == "rw1m") return cmd_rw1m(dir, a);
+  if (cmd == "meta") return cmd_meta(dir, a);
+  if (cmd == "scale") return cmd_scale(dir, a);
   return usage();
 }

@@ -87,4 +87,43 @@ inline int64_t verify_content(const char* got, const char* base, size_t size, ui
   return -1;
 }
 
+// Writes the stamps of file `seed` into buf, which holds the file's bytes
+// [off, off + n) copied from the base stream: buf then holds that range of
+// the file's content (any offset and length).
+inline void apply_stamps_at(char* buf, size_t n, uint64_t seed, uint64_t off) {
+  for (uint64_t p = off / kPage * kPage; p < off + n; p += kPage) {
+    const uint64_t w = stamp_word(seed, p / kPage);
+    const char* wb = reinterpret_cast<const char*>(&w);
+    const uint64_t lo = p > off ? p : off, hi = p + 8 < off + n ? p + 8 : off + n;
+    for (uint64_t b = lo; b < hi; ++b) buf[b - off] = wb[b - p];
+  }
+}
+
+// Checks that got holds the bytes [off, off + n) of the file of `seed`.
+// `base` holds the base stream from file offset 0 (at least off + n bytes).
+// Returns the file offset of the first wrong byte, or -1 when all match.
+inline int64_t verify_range(const char* got, const char* base, size_t n, uint64_t seed,
+                            uint64_t off) {
+  uint64_t pos = off;
+  const uint64_t end = off + n;
+  while (pos < end) {
+    const uint64_t page = pos / kPage * kPage;
+    const uint64_t stop = page + kPage < end ? page + kPage : end;
+    if (pos < page + 8) {  // stamp bytes of this page inside the range
+      const uint64_t w = stamp_word(seed, page / kPage);
+      const char* wb = reinterpret_cast<const char*>(&w);
+      const uint64_t hi = page + 8 < stop ? page + 8 : stop;
+      for (uint64_t b = pos; b < hi; ++b)
+        if (got[b - off] != wb[b - page]) return static_cast<int64_t>(b);
+      pos = hi;
+    }
+    if (pos < stop && std::memcmp(got + (pos - off), base + pos, stop - pos) != 0) {
+      for (uint64_t b = pos; b < stop; ++b)
+        if (got[b - off] != base[b]) return static_cast<int64_t>(b);
+    }
+    pos = stop;
+  }
+  return -1;
+}
+
 }  // namespace kvfs::bench

@@ -1,6 +1,7 @@
 #include "core/buffer.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -10,10 +11,22 @@
 namespace kvfs {
 namespace {
 
+constexpr int kClasses = 9;  // 4 KiB .. 1 MiB
+
+int class_index(size_t cap) {
+  int i = 0;
+  for (size_t c = kAlign; c < cap; c <<= 1) ++i;
+  return i;
+}
+
+// Idle buffers of every size class. Small files get small buffers, and
+// recycling them matters as much as recycling full blocks: fresh memory is
+// mmap()ed and faulted in page by page.
 struct Pool {
   std::mutex mu;
-  std::vector<char*> free;  // guarded by mu; each kBlockSize bytes
-  size_t max_free = 64u << 20;
+  std::array<std::vector<char*>, kClasses> free;  // guarded by mu
+  size_t free_bytes = 0;                          // guarded by mu
+  size_t max_free = 64u << 20;                    // guarded by mu
 };
 
 Pool& pool() {
@@ -22,15 +35,28 @@ Pool& pool() {
 }
 
 void release_memory(char* d, size_t cap) {
-  if (cap == kBlockSize) {
-    Pool& p = pool();
+  Pool& p = pool();
+  {
     std::lock_guard g(p.mu);
-    if ((p.free.size() + 1) * kBlockSize <= p.max_free) {
-      p.free.push_back(d);
+    if (p.free_bytes + cap <= p.max_free) {
+      p.free[class_index(cap)].push_back(d);
+      p.free_bytes += cap;
       return;
     }
   }
   std::free(d);
+}
+
+// Frees idle buffers, largest first, until at most `keep` bytes stay.
+void trim_locked(Pool& p, size_t keep, std::vector<char*>* drop) {
+  for (int i = kClasses - 1; i >= 0 && p.free_bytes > keep; --i) {
+    const size_t cap = kAlign << i;
+    while (!p.free[i].empty() && p.free_bytes > keep) {
+      drop->push_back(p.free[i].back());
+      p.free[i].pop_back();
+      p.free_bytes -= cap;
+    }
+  }
 }
 
 }  // namespace
@@ -51,10 +77,18 @@ void BufferPool::set_max_free_bytes(size_t bytes) {
   {
     std::lock_guard g(p.mu);
     p.max_free = bytes;
-    while (p.free.size() * kBlockSize > bytes) {
-      drop.push_back(p.free.back());
-      p.free.pop_back();
-    }
+    trim_locked(p, bytes, &drop);
+  }
+  for (char* d : drop) std::free(d);
+}
+
+void BufferPool::trim(size_t keep) {
+  Pool& p = pool();
+  std::vector<char*> drop;
+  {
+    std::lock_guard g(p.mu);
+    if (p.free_bytes <= keep) return;
+    trim_locked(p, keep, &drop);
   }
   for (char* d : drop) std::free(d);
 }
@@ -62,7 +96,7 @@ void BufferPool::set_max_free_bytes(size_t bytes) {
 size_t BufferPool::free_bytes() {
   Pool& p = pool();
   std::lock_guard g(p.mu);
-  return p.free.size() * kBlockSize;
+  return p.free_bytes;
 }
 
 void BufferPool::prefill(size_t bytes, const std::atomic<bool>* stop) {
@@ -70,25 +104,26 @@ void BufferPool::prefill(size_t bytes, const std::atomic<bool>* stop) {
   while (!stop->load(std::memory_order_relaxed)) {
     {
       std::lock_guard g(p.mu);
-      if ((p.free.size() + 1) * kBlockSize > std::min(bytes, p.max_free)) return;
+      if (p.free_bytes + kBlockSize > std::min(bytes, p.max_free)) return;
     }
     char* d = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
     if (d == nullptr) return;
     std::memset(d, 0, kBlockSize);
-    std::lock_guard g(p.mu);
-    p.free.push_back(d);
+    release_memory(d, kBlockSize);
   }
 }
 
 BufRef BufferPool::allocate(size_t min_capacity) {
-  size_t cap = buffer_class(min_capacity);
+  const size_t cap = buffer_class(min_capacity);
   char* d = nullptr;
-  if (cap == kBlockSize) {
+  {
     Pool& p = pool();
     std::lock_guard g(p.mu);
-    if (!p.free.empty()) {
-      d = p.free.back();
-      p.free.pop_back();
+    auto& v = p.free[class_index(cap)];
+    if (!v.empty()) {
+      d = v.back();
+      v.pop_back();
+      p.free_bytes -= cap;
     }
   }
   if (d == nullptr) {

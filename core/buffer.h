@@ -1,9 +1,11 @@
 // Buffer: a 4 KiB-aligned byte array holding one block (at most 1 MiB) of a
 // file. Aligned so that the same memory can be handed to O_DIRECT I/O.
 //
-// Buffers of the full block size are recycled through a small free list:
-// memory touched for the first time is slow in VMs (0.2-0.5 GB/s), so reusing
-// warm buffers keeps writes at memcpy speed. Thread-safe.
+// Freed buffers are recycled through a free list per size class: memory
+// touched for the first time is slow in VMs (0.2-0.5 GB/s), so reusing warm
+// buffers keeps writes at memcpy speed. The RamTier trims the free list to
+// the part of its budget it does not use (trim), so idle and used buffers
+// together stay within ram_size. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -51,6 +53,8 @@ class BufferPool {
   // Contents are unspecified (recycled); callers zero what they expose.
   static BufRef allocate(size_t min_capacity);
   static size_t free_bytes();
+  // Frees idle buffers until at most `keep` bytes stay in the free list.
+  static void trim(size_t keep);
   // Allocates and touches full-size buffers into the free list until it holds
   // `bytes`, or until *stop becomes true: the RAM tier's first blocks then
   // cost a memcpy, not page faults. Run from a background thread.

@@ -128,6 +128,10 @@ void RamTier::evict_locked(uint64_t extra) {
     }
     evictions_.fetch_add(1, std::memory_order_relaxed);
   }
+  // Idle recycled buffers live in the same memory: they may only fill what
+  // the clean and dirty bytes leave of the capacity.
+  const uint64_t used = clean_bytes_ + dirty_bytes_ + extra;
+  BufferPool::trim(cap > used ? cap - used : 0);
 }
 
 Status RamTier::reserve_dirty(uint64_t bytes) {

@@ -1,0 +1,356 @@
+// kvfs-bench mrqa: LMCache's multi-round QA benchmark (multi-round-qa.py,
+// shared/WORKLOADS.md "The comparison users run") replayed at the level of the
+// files a vLLM fs tier makes of it.
+//
+// The schedule is the benchmark's own, simulated in virtual time (0.1 s steps
+// for --time seconds): gap between a user's requests = users / qps, session
+// alive time = gap * (rounds - 1), a new user every alive / users seconds, the
+// initial users ramped in part-way through their sessions; every request
+// resends the whole history. Tokens: the first prompt is the shared system
+// prompt (S) + the user's context (L) + a question (Q, chat template
+// included); each later round adds the previous answer (A) + a new question.
+// A prompt's full 256-token chunks are hashed in prefix order (a chunk's hash
+// depends on every token before it, so the chunks wholly inside the system
+// prompt are shared by all users).
+//
+// Each request: access(F_OK) on its chunks in prefix order until the first
+// miss; the hits are loaded (open O_DIRECT + ONE read, verified) by the read
+// pool; the misses are stored (vLLM store pattern) by the write pool. The
+// requests run time-compressed, as fast as storage allows, in the schedule's
+// order, at most --concurrency at once and one at a time per user.
+//
+//   kvfs-bench mrqa DIR [--context-tokens 1000] [--users 15] [--rounds 20] [--qps 2]
+//       [--time 1200] [--system-prompt 1000] [--answer 100] [--question 32]
+//       [--concurrency 4] [--write-threads 16] [--read-threads 32] [geometry | --chunk-bytes B]
+//       [--backing-dir PATH] [--label NAME] [--flush 1] [--dry-run]
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+
+#include "bench/bench_util.h"
+#include "bench/kvfs_control.h"
+
+namespace kvfs::bench {
+namespace {
+
+struct Request {
+  uint32_t user;
+  uint32_t round;
+  uint64_t tokens;  // prompt length
+};
+
+struct Workload {
+  uint64_t users = 15, rounds = 20, sys = 1000, ctx = 1000, answer = 100, question = 32;
+  double qps = 2, time = 1200;
+};
+
+// multi-round-qa.py's UserSessionManager, requests finishing at once.
+std::vector<Request> schedule(const Workload& w) {
+  struct Session {
+    uint32_t id;
+    uint64_t qid = 0, history = 0;
+    double last = -1;
+    bool has_last = false;
+  };
+  const double gap_req = w.users / w.qps;
+  const double alive = gap_req * (w.rounds - 1);
+  const double gap_users = alive / w.users;
+  std::vector<Request> out;
+  std::vector<Session> sessions;
+  uint32_t next_id = 0;
+  double last_join = -1e18;
+  const uint64_t steps = static_cast<uint64_t>(w.time / 0.1);
+  for (uint64_t k = 0; k <= steps; ++k) {
+    const double t = k * 0.1;
+    if (k == 0) {  // _ramp_up: users already part-way through their sessions
+      for (uint64_t i = 0; i < w.users; ++i) {
+        Session s{++next_id};
+        const double offset = w.users * gap_users - i * gap_users;
+        if (offset >= 0) {
+          const uint64_t passed = static_cast<uint64_t>(offset / gap_req) + 1;
+          s.last = t - offset + (passed - 1) * gap_req;
+          s.has_last = true;
+          s.qid = passed;
+        }
+        sessions.push_back(s);
+        if (offset < 0) break;
+      }
+    }
+    if (t - last_join > gap_users) {
+      sessions.push_back(Session{++next_id});
+      last_join = t;
+    }
+    for (auto& s : sessions) {
+      if (s.qid >= w.rounds) continue;
+      if (s.has_last && !(t - s.last > gap_req)) continue;
+      ++s.qid;
+      s.history += s.history == 0 ? w.sys + w.ctx + w.question : w.question;
+      out.push_back({s.id, static_cast<uint32_t>(s.qid), s.history});
+      s.history += w.answer;
+      s.last = t, s.has_last = true;
+    }
+    std::erase_if(sessions, [&](const Session& s) { return s.qid >= w.rounds; });
+  }
+  return out;
+}
+
+// A pool of threads, each with its own chunk buffer, running batches of tasks.
+class Pool {
+ public:
+  using Task = std::function<void(char* buf, Phase& stats)>;
+  Pool(unsigned n, size_t buf_size, const char* init) : stats_(n) {
+    for (unsigned i = 0; i < n; ++i) {
+      bufs_.push_back(std::make_unique<AlignedBuf>(buf_size));
+      if (init) std::memcpy(bufs_.back()->p, init, buf_size);
+    }
+    for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Runs the tasks on the pool and returns when all are done.
+  void run(std::vector<Task> tasks) {
+    if (tasks.empty()) return;
+    Batch b;
+    b.left = tasks.size();
+    {
+      std::lock_guard l(mu_);
+      for (auto& t : tasks) q_.push_back({std::move(t), &b});
+    }
+    cv_.notify_all();
+    std::unique_lock l(b.mu);
+    b.cv.wait(l, [&] { return b.left == 0; });
+  }
+  Phase stats() const {
+    Phase all;
+    for (const auto& s : stats_) all.merge(s);
+    return all;
+  }
+
+ private:
+  struct Batch {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left = 0;
+  };
+  void loop(unsigned i) {
+    for (;;) {
+      std::pair<Task, Batch*> item;
+      {
+        std::unique_lock l(mu_);
+        cv_.wait(l, [&] { return stop_ || !q_.empty(); });
+        if (q_.empty()) return;
+        item = std::move(q_.front());
+        q_.pop_front();
+      }
+      item.first(bufs_[i]->p, stats_[i]);
+      std::lock_guard l(item.second->mu);
+      if (--item.second->left == 0) item.second->cv.notify_all();
+    }
+  }
+  std::vector<Phase> stats_;
+  std::vector<std::unique_ptr<AlignedBuf>> bufs_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<Task, Batch*>> q_;
+  bool stop_ = false;
+};
+
+Json& add_kvfs_delta(Json& j, const nlohmann::json& b, const nlohmann::json& a, const char* key,
+                     const char* path) {
+  return j.add(key, static_cast<uint64_t>(std::max(0.0, jnum(a, path) - jnum(b, path))));
+}
+
+}  // namespace
+
+int cmd_mrqa(const std::string& dir, Args& a) {
+  Workload w;
+  w.ctx = a.num("context-tokens", 1000);
+  w.users = std::max<uint64_t>(1, a.num("users", 15));
+  w.rounds = std::max<uint64_t>(1, a.num("rounds", 20));
+  w.qps = a.real("qps", 2);
+  w.time = a.real("time", 1200);
+  w.sys = a.num("system-prompt", 1000);
+  w.answer = a.num("answer", 100);
+  w.question = a.num("question", 32);
+  const Geometry g = parse_geometry(a);
+  const unsigned conc = static_cast<unsigned>(std::max<uint64_t>(1, a.num("concurrency", 4)));
+  const unsigned wt = static_cast<unsigned>(std::max<uint64_t>(1, a.num("write-threads", 16)));
+  const unsigned rt = static_cast<unsigned>(std::max<uint64_t>(1, a.num("read-threads", 32)));
+  const std::string backing = a.str("backing-dir");
+  const std::string label = a.str("label", "");
+  const bool flush = a.num("flush", 1) != 0;
+  const bool dry = a.flag("dry-run");
+  const uint64_t salt = a.num("salt", rand64() & 0xffffffffffull);
+  std::string ctl = a.str("control", "auto");
+  a.check_all_used();
+  const size_t size = g.chunk_bytes;
+  const uint64_t bt = g.block_tokens;
+  const uint64_t shared_chunks = w.sys / bt;
+
+  const std::vector<Request> reqs = schedule(w);
+  uint64_t need_chunks = 0, max_user = 0;
+  for (const auto& r : reqs)
+    need_chunks += r.tokens / bt, max_user = std::max<uint64_t>(max_user, r.user);
+  Json j;
+  j.add("cmd", "mrqa").add("dir", dir).add("label", label);
+  j.add("users", w.users)
+      .add("rounds", w.rounds)
+      .add("qps", w.qps, 2)
+      .add("time_virtual_s", w.time, 0);
+  j.add("system_prompt", w.sys).add("context_tokens", w.ctx).add("answer", w.answer);
+  add_geometry(j, g);
+  j.add("requests", static_cast<uint64_t>(reqs.size())).add("sessions", max_user);
+  j.add("chunks_needed", need_chunks);
+  if (dry) {
+    // Upper bound of the I/O: every chunk of every prompt moved once.
+    j.add("max_bytes", need_chunks * size).add("dry_run", true);
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+
+  // <root>/<model>_<12 hex>_r0/...: the chunk of (user, index) in prefix order.
+  const std::string base_dir = vllm_base_dir(dir, "Qwen/Qwen3-8B", salt);
+  const std::string rank_dir = base_dir + "_r0";
+  const bool direct = vllm_probe_o_direct(base_dir);
+  if (direct && size % kPage) die("O_DIRECT needs a chunk size that is a multiple of 4096");
+  auto chunk_path = [&](uint32_t user, uint64_t i) {
+    return vllm_block_path(rank_dir, hex64(splitmix64(salt ^ (i < shared_chunks ? 0 : user)), i));
+  };
+  if (ctl == "auto") ctl = find_kvfs_control(dir);
+  const bool is_kvfs = !ctl.empty();
+  auto stats = [&] { return is_kvfs ? kvfs_control(ctl, "{\"cmd\":\"stats\"}") : std::nullopt; };
+  TreeCount dir0, back0;
+  count_tree(dir, &dir0);
+  if (!backing.empty()) count_tree(backing, &back0);
+
+  AlignedBuf base(size);
+  fill_base(base.p, size);
+  Pool readers(rt, size, nullptr), writers(wt, size, base.p);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t next = 0;
+  std::vector<bool> busy(max_user + 1, false);
+  std::atomic<uint64_t> lookups{0}, hits{0};
+  std::vector<double> req_ms;
+  const auto st0 = stats();
+
+  auto worker = [&] {
+    for (;;) {
+      size_t r;
+      {
+        std::unique_lock l(mu);
+        cv.wait(l, [&] { return next >= reqs.size() || !busy[reqs[next].user]; });
+        if (next >= reqs.size()) return;
+        r = next++;
+        busy[reqs[r].user] = true;
+      }
+      cv.notify_all();
+      const Request& q = reqs[r];
+      const double t0 = now_s();
+      const uint64_t n = q.tokens / bt;
+      uint64_t k = 0;  // prefix hits
+      for (; k < n; ++k) {
+        ++lookups;
+        if (::access(chunk_path(q.user, k).c_str(), F_OK) != 0) break;
+      }
+      hits += k;
+      std::vector<Pool::Task> loads, stores;
+      for (uint64_t i = 0; i < k; ++i)
+        loads.push_back([&, path = chunk_path(q.user, i)](char* b, Phase& p) {
+          std::memset(b, 0xa5, kPage);
+          const double s0 = now_s();
+          vllm_load(path, b, size, direct);
+          const double s1 = now_s();
+          p.lat_ms.push_back((s1 - s0) * 1e3);
+          ++p.ops, p.bytes += size;
+          check_content(b, base.p, size, path);
+          p.verify_s += now_s() - s1;
+        });
+      readers.run(std::move(loads));
+      for (uint64_t i = k; i < n; ++i)
+        stores.push_back([&, path = chunk_path(q.user, i)](char* b, Phase& p) {
+          apply_stamps(b, size, name_seed(path));
+          const double s0 = now_s();
+          if (!vllm_store(path, b, size, direct)) return void(++p.skipped);
+          p.lat_ms.push_back((now_s() - s0) * 1e3);
+          ++p.ops, p.bytes += size;
+        });
+      writers.run(std::move(stores));
+      {
+        std::lock_guard l(mu);
+        busy[q.user] = false;
+        req_ms.push_back((now_s() - t0) * 1e3);
+      }
+      cv.notify_all();
+    }
+  };
+  const double t0 = now_s();
+  {
+    std::vector<std::thread> ths;
+    for (unsigned i = 0; i < conc; ++i) ths.emplace_back(worker);
+    for (auto& t : ths) t.join();
+  }
+  const double io_s = now_s() - t0;
+  const auto st1 = stats();
+  double flush_s = 0;
+  if (flush) {  // untimed: on kvfs, the backing dir then holds everything
+    const double f0 = now_s();
+    fsync_dir(rank_dir);
+    flush_s = now_s() - f0;
+  }
+  const auto st2 = stats();
+  const Phase ld = readers.stats(), sto = writers.stats();
+  TreeCount dir1, back1;
+  count_tree(dir, &dir1);
+  if (!backing.empty()) count_tree(backing, &back1);
+
+  j.add("concurrency", conc)
+      .add("write_threads", wt)
+      .add("read_threads", rt)
+      .add("o_direct", direct);
+  j.add("io_s", io_s).add("gbps", gbps(ld.bytes + sto.bytes, io_s));
+  j.add("chunk_ops_s", io_s > 0 ? (ld.ops + sto.ops) / io_s : 0, 1);
+  j.add("store_p50_ms", percentile(sto.lat_ms, 50)).add("store_p99_ms", percentile(sto.lat_ms, 99));
+  j.add("load_p50_ms", percentile(ld.lat_ms, 50)).add("load_p99_ms", percentile(ld.lat_ms, 99));
+  j.add("request_p50_ms", percentile(req_ms, 50)).add("request_p99_ms", percentile(req_ms, 99));
+  j.add("lookups", lookups.load()).add("hits", hits.load());
+  j.add("hit_ratio", need_chunks ? double(hits.load()) / need_chunks : 0, 4);
+  j.add("lookup_hit_ratio", lookups.load() ? double(hits.load()) / lookups.load() : 0, 4);
+  j.add("loads", ld.ops).add("stores", sto.ops).add("stores_skipped", sto.skipped);
+  j.add("bytes_read", ld.bytes).add("bytes_written", sto.bytes).add("verified_bytes", ld.bytes);
+  j.add("verify_cpu_s", ld.verify_s).add("flush_s", flush_s);
+  j.add("files_created", dir1.files - std::min(dir1.files, dir0.files));
+  j.add("dirs_created", dir1.dirs - std::min(dir1.dirs, dir0.dirs));
+  j.add("is_kvfs", is_kvfs);
+  if (!backing.empty())
+    j.add("backing_files_created", back1.files - std::min(back1.files, back0.files))
+        .add("backing_dirs_created", back1.dirs - std::min(back1.dirs, back0.dirs))
+        .add("backing_files_total", back1.files)
+        .add("backing_dirs_total", back1.dirs);
+  if (is_kvfs && st0 && st1 && st2) {
+    add_kvfs_delta(j, *st0, *st1, "kvfs_hits_ram", "hits.ram");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_hits_backing", "hits.backing");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_backing_read_bytes", "backing.read_bytes");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_backing_written_bytes", "backing.written_bytes");
+    add_kvfs_delta(j, *st0, *st2, "kvfs_backing_written_bytes_after_flush",
+                   "backing.written_bytes");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_misses", "misses");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_ram_evicted_blocks", "ram.evicted_blocks");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_backpressure_waits", "ram.backpressure_waits");
+    j.add("kvfs_backing_segments", static_cast<uint64_t>(jnum(*st2, "backing.segments")));
+    j.add("kvfs_ram_used_bytes", static_cast<uint64_t>(jnum(*st1, "ram.used_bytes")));
+    j.add("kvfs_files", static_cast<uint64_t>(jnum(*st2, "files")));
+  }
+  std::printf("%s\n", j.str().c_str());
+  return 0;
+}
+
+}  // namespace kvfs::bench

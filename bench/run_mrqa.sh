@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# run_mrqa.sh: LMCache's multi-round QA load (kvfs-bench mrqa) replayed on four
+# setups in one run, swept over the user-context length L:
+#   direct      the backing dir's filesystem (local disk) used directly
+#   tmpfs       a tmpfs (size MRQA_TMPFS_SIZE)
+#   kvfs-small  kvfs over a backing dir on that disk, ram_size=MRQA_SMALL_RAM
+#   kvfs-large  the same with ram_size=MRQA_LARGE_RAM
+# Every (setup, L) starts empty (kvfs: fresh backing dir and index_dir, mounted
+# anew). Writes bench/results/mrqa.{jsonl,json,md} and the chart mrqa.png
+# (gnuplot, pngcairo), prints the table with the ratios kvfs/direct and
+# kvfs/tmpfs. Everything mounted here is unmounted on exit.
+#
+#   sudo bench/run_mrqa.sh [BUILD_DIR]
+#
+# Scaling (the real load moves TBs; the defaults fit ~5 min and ~3 GiB of disk
+# on a 2-core VM): MRQA_TIME (virtual seconds of the schedule, default 300 of
+# the benchmark's 1200), MRQA_CHUNK_BYTES (bytes per 256-token chunk file,
+# default 524288 = 1/72 of Qwen3-8B's 36 MiB), MRQA_USERS (15), MRQA_ROUNDS
+# (20), MRQA_LENGTHS ("1000 5000 10000 20000"), MRQA_CONCURRENCY (4),
+# MRQA_SMALL_RAM (512M), MRQA_LARGE_RAM (4G), MRQA_TMPFS_SIZE (6G),
+# MRQA_CAPACITY (60G), WORK (/var/tmp/kvfs-mrqa, local disk), KVFS_BIN,
+# KVFS_OPTS (extra -o options), OUT (results dir, default bench/results),
+# REPORT_ONLY=1 (no runs: redo the tables and the chart from OUT/mrqa.jsonl).
+# Needs root (tmpfs), /dev/fuse, fusermount3, python3; gnuplot for the chart.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-}
+if [[ -z $build ]]; then
+  for b in build-bench build; do
+    [[ -x $here/$b/bench/kvfs-bench ]] && { build=$here/$b; break; }
+  done
+fi
+[[ -n $build ]] || { echo "run_mrqa: no build dir with bench/kvfs-bench found" >&2; exit 1; }
+build=$(cd "$build" && pwd)
+BENCH=$build/bench/kvfs-bench
+KVFS=${KVFS_BIN:-$build/fs/kvfs}
+for b in "$BENCH" "$KVFS"; do
+  [[ -x $b ]] || { echo "run_mrqa: $b is missing (build kvfs-bench kvfs)" >&2; exit 1; }
+done
+[[ $(id -u) == 0 ]] || { echo "run_mrqa: must run as root (tmpfs mount)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "run_mrqa: python3 is needed for the report" >&2; exit 1; }
+
+WORK=${WORK:-/var/tmp/kvfs-mrqa}
+OUT=${OUT:-$here/bench/results}
+LENGTHS=${MRQA_LENGTHS:-"1000 5000 10000 20000"}
+USERS=${MRQA_USERS:-15}
+ROUNDS=${MRQA_ROUNDS:-20}
+VTIME=${MRQA_TIME:-300}
+CHUNK=${MRQA_CHUNK_BYTES:-524288}
+CONC=${MRQA_CONCURRENCY:-4}
+SMALL_RAM=${MRQA_SMALL_RAM:-512M}
+LARGE_RAM=${MRQA_LARGE_RAM:-4G}
+TMPFS_SIZE=${MRQA_TMPFS_SIZE:-6G}
+CAPACITY=${MRQA_CAPACITY:-60G}
+DIRECT=$WORK/direct
+TMPFS=$WORK/tmpfs
+BACKING=$WORK/backing
+INDEX=$WORK/index
+KMNT=$WORK/kvfs
+RAW=$OUT/mrqa.jsonl
+
+log() { echo "run_mrqa: $*" >&2; }
+kvfs_pid() { [[ -s $BACKING/kvfs.lock ]] && tr -dc 0-9 <"$BACKING/kvfs.lock" || true; }
+
+# Unmounts kvfs and waits for the daemon to flush and exit (at most 120 s).
+umount_kvfs() {
+  mountpoint -q "$KMNT" || return 0
+  local pid
+  pid=$(kvfs_pid)
+  fusermount3 -u "$KMNT" || fusermount3 -u -z "$KMNT" || true
+  if [[ -n $pid ]]; then
+    for _ in $(seq 1200); do
+      kill -0 "$pid" 2>/dev/null || return 0
+      sleep 0.1
+    done
+    log "kvfs (pid $pid) did not exit within 120 s"
+  fi
+}
+
+# Waits until the daemon's RSS stops growing (the RAM tier is prefaulted in
+# the background at mount), at most 20 s, so that runs do not race it.
+wait_settled() {
+  local pid=$1 last=-1 rss same=0
+  for _ in $(seq 100); do
+    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    if [[ $rss == "$last" ]]; then
+      same=$((same + 1))
+      ((same >= 3)) && return 0
+    else
+      same=0
+    fi
+    last=$rss
+    sleep 0.2
+  done
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  umount_kvfs
+  mountpoint -q "$TMPFS" && umount "$TMPFS"
+  rm -rf "$BACKING" "$INDEX" "$DIRECT"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK" "$TMPFS" "$KMNT" "$OUT"
+start=$SECONDS
+if [[ ${REPORT_ONLY:-0} != 1 ]]; then
+for m in "$KMNT" "$TMPFS"; do
+  mountpoint -q "$m" && { log "$m is still mounted (an earlier run?): unmounting"; umount -l "$m"; }
+done
+: >"$RAW"
+mount -t tmpfs -o "size=$TMPFS_SIZE" kvfs-mrqa-tmpfs "$TMPFS"
+
+common=(--users "$USERS" --rounds "$ROUNDS" --time "$VTIME" --chunk-bytes "$CHUNK"
+  --concurrency "$CONC")
+for L in $LENGTHS; do
+  # direct: the local-disk directory itself
+  rm -rf "$DIRECT" && mkdir -p "$DIRECT"
+  log "L=$L direct"
+  "$BENCH" mrqa "$DIRECT" --context-tokens "$L" "${common[@]}" --label direct >>"$RAW"
+  rm -rf "$DIRECT"
+  # tmpfs
+  rm -rf "${TMPFS:?}"/*
+  log "L=$L tmpfs"
+  "$BENCH" mrqa "$TMPFS" --context-tokens "$L" "${common[@]}" --label tmpfs >>"$RAW"
+  rm -rf "${TMPFS:?}"/*
+  # kvfs, small and large RAM tier, each on a fresh backing dir and index
+  for setup in "kvfs-small:$SMALL_RAM" "kvfs-large:$LARGE_RAM"; do
+    name=${setup%%:*} ram=${setup#*:}
+    rm -rf "$BACKING" "$INDEX" && mkdir -p "$BACKING" "$INDEX"
+    "$KVFS" "$BACKING" "$KMNT" \
+      -o "ram_size=$ram,index_dir=$INDEX,capacity=$CAPACITY${KVFS_OPTS:+,$KVFS_OPTS}"
+    pid=$(kvfs_pid)
+    wait_settled "$pid"
+    log "L=$L $name (ram_size=$ram, pid $pid)"
+    line=$("$BENCH" mrqa "$KMNT" --context-tokens "$L" "${common[@]}" --label "$name" \
+      --backing-dir "$BACKING")
+    hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$pid/status")
+    umount_kvfs
+    # files on the backing dir once the daemon has exited (all of them are kvfs's)
+    bfiles=$(find "$BACKING" -type f | wc -l)
+    echo "${line%\}},\"ram_size\":\"$ram\",\"daemon_vmhwm_bytes\":$hwm,\"backing_files_final\":$bfiles}" >>"$RAW"
+  done
+done
+umount "$TMPFS"
+fi # REPORT_ONLY
+elapsed=$((SECONDS - start))
+[[ ${REPORT_ONLY:-0} == 1 ]] && elapsed=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['meta']['elapsed_s'])" "$OUT/mrqa.json" 2>/dev/null || echo 0)
+
+# ---------------------------------------------------------------- report
+python3 - "$RAW" "$OUT" "$elapsed" "$CHUNK" "$VTIME" "$USERS" "$ROUNDS" <<'EOF'
+import json, sys, datetime, os
+raw, out, elapsed, chunk, vtime, users, rounds = sys.argv[1:8]
+rows = [json.loads(l) for l in open(raw) if l.strip()]
+setups = ["direct", "tmpfs", "kvfs-small", "kvfs-large"]
+by = {(r["label"], r["context_tokens"]): r for r in rows}
+lengths = sorted({r["context_tokens"] for r in rows})
+scale = 37748736 / int(chunk)
+def created(r):  # files + directories the setup created on the backing filesystem
+    if r["label"].startswith("kvfs"):
+        return r.get("backing_files_final", r.get("backing_files_total", 0))
+    return r["files_created"] + r["dirs_created"]
+summary = []
+for L in lengths:
+    d, t = by.get(("direct", L)), by.get(("tmpfs", L))
+    for k in ("kvfs-small", "kvfs-large"):
+        r = by.get((k, L))
+        if not r: continue
+        summary.append({
+            "context_tokens": L, "setup": k, "ram_size": r.get("ram_size"),
+            "gbps": r["gbps"],
+            "vs_direct": r["gbps"] / d["gbps"] if d and d["gbps"] else None,
+            "vs_tmpfs": r["gbps"] / t["gbps"] if t and t["gbps"] else None,
+            "backing_files": created(r),
+            "direct_files_and_dirs": created(d) if d else None,
+            "fewer_files_x": created(d) / created(r) if d and created(r) else None,
+        })
+meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%MZ"), "cpus": os.cpu_count(),
+        "elapsed_s": int(elapsed), "chunk_bytes": int(chunk), "chunk_scale": f"1/{scale:g}",
+        "virtual_time_s": float(vtime), "users": int(users), "rounds": int(rounds),
+        "note": "time-compressed replay: schedule of multi-round-qa.py (--qps 2 "
+                "--shared-system-prompt 1000 --answer-len 100) over the first "
+                f"{vtime} s, 256-token chunks of {chunk} bytes (Qwen3-8B: 37748736)"}
+json.dump({"meta": meta, "runs": rows, "ratios": summary}, open(f"{out}/mrqa.json", "w"), indent=1)
+
+f = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"
+md = [f"## Multi-round QA replay ({meta['date']}, {meta['cpus']} CPUs, {elapsed} s)", "",
+      f"Scaling: users {users}, rounds {rounds}, first {vtime} s of the 1200 s schedule, "
+      f"chunk files of {int(chunk)} B (1/{scale:g} of Qwen3-8B's 36 MiB; read the RAM tiers "
+      f"as {scale:g}x larger at full size). Time-compressed: requests in schedule order, "
+      "at most 4 at once, 32 read / 16 write threads. GB/s = (bytes loaded + stored) / I/O time.", "",
+      "| L (tokens) | setup | GB/s | chunk ops/s | store p50/p99 ms | load p50/p99 ms | hit ratio "
+      "| GB read / written | RAM / backing hits | files+dirs created on the backing fs |",
+      "|---|---|---|---|---|---|---|---|---|---|"]
+for L in lengths:
+    for s in setups:
+        r = by.get((s, L))
+        if not r: continue
+        tiers = (f"{r['kvfs_hits_ram']} / {r['kvfs_hits_backing']}" if r.get("is_kvfs") else "-")
+        made = (f"{created(r)} files ({r.get('kvfs_backing_segments', '?')} segments)"
+                if s.startswith("kvfs") else f"{r['files_created']} files + {r['dirs_created']} dirs")
+        md.append(f"| {L} | {s} | {r['gbps']:.3f} | {r['chunk_ops_s']:.0f} | "
+                  f"{r['store_p50_ms']:.1f} / {r['store_p99_ms']:.1f} | "
+                  f"{r['load_p50_ms']:.1f} / {r['load_p99_ms']:.1f} | {r['hit_ratio']:.3f} | "
+                  f"{r['bytes_read']/1e9:.1f} / {r['bytes_written']/1e9:.2f} | {tiers} | {made} |")
+md += ["", "| L | kvfs setup | kvfs/direct | kvfs/tmpfs | fewer backing files than direct "
+       "| target (>= 1.0x direct, >= 20x fewer files) | daemon VmHWM MiB |",
+       "|---|---|---|---|---|---|---|"]
+for s in summary:
+    ok = (s["vs_direct"] or 0) >= 1.0 and (s["fewer_files_x"] or 0) >= 20
+    hwm = by[(s["setup"], s["context_tokens"])].get("daemon_vmhwm_bytes", 0) / 2**20
+    md.append(f"| {s['context_tokens']} | {s['setup']} ({s['ram_size']}) | {f(s['vs_direct'])} | "
+              f"{f(s['vs_tmpfs'])} | {f(s['fewer_files_x'], 0)}x | {'yes' if ok else '**NO**'} | "
+              f"{hwm:.0f} |")
+md += ["", "![MRQA throughput vs context length](mrqa.png)", ""]
+open(f"{out}/mrqa.md", "w").write("\n".join(md))
+with open(f"{out}/mrqa.dat", "w") as dat:
+    dat.write("# L " + " ".join(setups) + "\n")
+    for L in lengths:
+        dat.write(f"{L} " + " ".join(f(by[(s, L)]["gbps"], 3) if (s, L) in by else "?"
+                                     for s in setups) + "\n")
+print("\n".join(md))
+EOF
+
+if command -v gnuplot >/dev/null; then
+  gnuplot <<EOF
+set terminal pngcairo size 900,540 font "DejaVu Sans,11" noenhanced
+set output "$OUT/mrqa.png"
+set title "Multi-round QA replay: throughput vs context length (chunk $CHUNK B, ${VTIME}s of schedule)"
+set xlabel "user context L (tokens)"
+set ylabel "GB/s (loaded + stored bytes / I/O time)"
+set key outside right top
+set grid
+set yrange [0:*]
+set datafile missing "?"
+plot "$OUT/mrqa.dat" using 1:2 with linespoints lw 2 title "direct (local disk)", \
+     "" using 1:3 with linespoints lw 2 title "tmpfs", \
+     "" using 1:4 with linespoints lw 2 title "kvfs ram_size=$SMALL_RAM", \
+     "" using 1:5 with linespoints lw 2 title "kvfs ram_size=$LARGE_RAM"
+EOF
+  log "chart: $OUT/mrqa.png"
+else
+  log "gnuplot not found (apt-get install -y gnuplot-nox): no chart"
+fi
+log "results: $OUT/mrqa.json, $OUT/mrqa.md, raw lines $RAW"
