@@ -1,0 +1,38 @@
+// kvfs-admin's link to a mounted kvfs: finds the mount, talks to the daemon
+// through the hidden control file MOUNT/.kvfs-control (fs/control.h), and
+// turns command-line paths into paths relative to the mount root.
+//
+// A request: open the control file O_RDWR, write one JSON request, read the
+// JSON reply from offset 0. The daemon decides who may change what (root or
+// the user who mounted); this tool only reports its answer.
+#pragma once
+
+#include <string>
+
+#include "tools/admin_format.h"
+
+namespace kvfs::admin {
+
+class Mount {
+ public:
+  // Checks that `arg` is the root of a kvfs mount we can talk to.
+  explicit Mount(const std::string& arg);
+
+  const std::string& root() const { return root_; }
+
+  // Sends one request; returns the reply, or fails with the daemon's error.
+  json request(const json& req) const;
+
+  // Sends one request and returns the reply, error replies included.
+  json request_raw(const json& req) const;
+
+  // A path given on the command line -> a path relative to the mount root.
+  // Absolute paths must lie under the mount; relative ones are taken as
+  // relative to the mount root.
+  std::string relative(const std::string& p) const;
+
+ private:
+  std::string arg_, root_, ctl_;
+};
+
+}  // namespace kvfs::admin

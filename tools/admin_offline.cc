@@ -1,0 +1,422 @@
+#include "tools/admin_offline.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/config.h"
+#include "core/index.h"
+#include "core/inode.h"
+#include "core/record.h"
+#include "core/recovery.h"
+#include "core/segment_store.h"
+#include "tools/admin_exit.h"
+#include "tools/admin_format.h"
+
+namespace kvfs::admin {
+
+void setup_logging() {
+  auto l = spdlog::stderr_color_st("kvfs-admin");
+  l->set_pattern("kvfs-admin: %^%l%$: %v");
+  spdlog::set_default_logger(l);
+  spdlog::set_level(spdlog::level::warn);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------
+// Progress: a bar on a terminal, a few plain lines otherwise.
+
+class Progress {
+ public:
+  explicit Progress(std::string label) : label_(std::move(label)), tty_(::isatty(2) == 1) {}
+  ~Progress() { done(); }
+
+  void update(uint64_t done, uint64_t total) {
+    if (total == 0) return;
+    const int pct = static_cast<int>(std::min<uint64_t>(100, done * 100 / total));
+    if (tty_) {
+      if (pct == last_pct_) return;
+      const int width = 30;
+      const int fill = pct * width / 100;
+      std::fprintf(stderr, "\r%-14s [%s%s] %3d%%", label_.c_str(), std::string(fill, '#').c_str(),
+                   std::string(width - fill, '.').c_str(), pct);
+      std::fflush(stderr);
+      shown_ = true;
+    } else {
+      // One line per 10 %: enough for a log, not a flood.
+      if (pct / 10 == last_pct_ / 10 && last_pct_ >= 0) return;
+      std::fprintf(stderr, "%s: %d%% (%llu/%llu)\n", label_.c_str(), pct,
+                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total));
+    }
+    last_pct_ = pct;
+  }
+
+  // Clears the bar so that a message can be printed on a clean line.
+  void clear() {
+    if (tty_ && shown_) {
+      std::fprintf(stderr, "\r%*s\r", 60, "");
+      std::fflush(stderr);
+      last_pct_ = -1;
+      shown_ = false;
+    }
+  }
+
+  void done() {
+    if (tty_ && shown_) {
+      std::fputc('\n', stderr);
+      shown_ = false;
+    }
+  }
+
+ private:
+  std::string label_;
+  bool tty_;
+  bool shown_ = false;
+  int last_pct_ = -1;
+};
+
+std::unique_ptr<SegmentStore> open_backing(const std::string& dir) {
+  char buf[PATH_MAX];
+  if (!::realpath(dir.c_str(), buf)) fail(kExitUnreachable, dir + ": " + errno_text(errno));
+  struct stat st;
+  if (::stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    fail(kExitUnreachable, dir + " is not a directory");
+  // SegmentStore::Open formats an empty directory: never do that to a
+  // directory that is not a kvfs backing dir.
+  if (::access((std::string(buf) + "/kvfs.super").c_str(), F_OK) != 0)
+    fail(kExitUnreachable, dir + " is not a kvfs backing directory (no kvfs.super)");
+  StoreConfig cfg;
+  cfg.backing_dir = buf;
+  cfg.direct_io = false;
+  auto s = SegmentStore::Open(cfg);
+  if (!s.ok()) {
+    const Status& e = s.status();
+    std::string msg = e.message().empty() ? e.ToString() : e.message();
+    if (e.code() == Status::Code::kBusy) msg += "; unmount it first";
+    fail(kExitUnreachable, msg);
+  }
+  return std::move(*s);
+}
+
+bool looks_like_rocksdb_dir(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string n = de.path().filename().string();
+    auto ends = [&](const char* suf) {
+      const size_t l = std::strlen(suf);
+      return n.size() >= l && n.compare(n.size() - l, l, suf) == 0;
+    };
+    if (n == "CURRENT" || n == "IDENTITY" || n == "LOCK" || n.rfind("LOG", 0) == 0 ||
+        n.rfind("MANIFEST-", 0) == 0 || n.rfind("OPTIONS-", 0) == 0 || ends(".sst") ||
+        ends(".log") || ends(".blob") || ends(".dbtmp"))
+      continue;
+    return false;
+  }
+  return !ec;
+}
+
+class Fsck {
+ public:
+  explicit Fsck(const OfflineOpts& o) : o_(o) {}
+
+  int run() {
+    segs_ = open_backing(o_.backing);
+    std::printf("kvfs fsck %s (backing id %s)\n", o_.backing.c_str(), segs_->backing_id().c_str());
+    scan_segments();
+    load_snapshots();
+    check_namespace();
+    verify_data();
+    report();
+    return problems_ == 0 ? kExitOk : kExitProblems;
+  }
+
+ private:
+  struct Latest {
+    uint64_t seq = 0;
+    bool tomb = false;
+    InodeSnapshot snap;
+  };
+
+  void problem(const std::string& m) {
+    ++problems_;
+    if (problems_ > 100) return;
+    progress_clear();
+    std::printf("problem: %s\n", m.c_str());
+    if (problems_ == 100) std::printf("(further problems are counted, not shown)\n");
+    std::fflush(stdout);
+  }
+  void warning(const std::string& m) {
+    ++warnings_;
+    progress_clear();
+    std::printf("warning: %s\n", m.c_str());
+    std::fflush(stdout);
+  }
+  void progress_clear() {
+    if (bar_) bar_->clear();
+  }
+
+  void scan_segments() {
+    auto list = segs_->list();
+    bar_ = std::make_unique<Progress>("scan segments");
+    uint64_t done = 0;
+    for (const SegmentInfo& seg : list) {
+      uint64_t valid = 0;
+      Status s = segs_->scan(
+          seg.id,
+          [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
+            ++records_;
+            for (auto& e : entries) {
+              Latest& l = latest_[e.snap.ino];
+              if (e.snap.seq < l.seq) continue;
+              l.seq = e.snap.seq;
+              l.tomb = e.kind == EntryKind::kTombstone;
+              if (!l.tomb) l.snap = std::move(e.snap);
+            }
+          },
+          &valid);
+      if (!s.ok()) {
+        problem("segment " + seg.path + ": cannot scan: " + s.ToString());
+      } else if (valid < seg.bytes) {
+        ++torn_;
+        warning("segment " + seg.path + ": " + std::to_string(seg.bytes - valid) +
+                " bytes after the last complete record (a crash's torn tail; ignored)");
+      }
+      valid_[seg.id] = valid;
+      seg_bytes_ += seg.bytes;
+      bar_->update(++done, list.size());
+    }
+    bar_.reset();
+    segments_ = list.size();
+  }
+
+  void from_segments() {
+    from_index_ = false;
+    snaps_.clear();
+    for (auto& [ino, l] : latest_)
+      if (!l.tomb) snaps_.push_back(l.snap);
+  }
+
+  void load_snapshots() {
+    index_dir_ = o_.index_dir.empty() ? default_index_dir(segs_->backing_id()) : o_.index_dir;
+    if (!fs::exists(fs::path(index_dir_) / "CURRENT")) {
+      warning("no index at " + index_dir_ +
+              " (kvfs rebuilds it from the segments at the next mount); checking the "
+              "segments' latest snapshots instead");
+      return from_segments();
+    }
+    auto idx = Index::Open(index_dir_);
+    if (!idx.ok()) {
+      problem("cannot open the index at " + index_dir_ + ": " + idx.status().ToString() +
+              " (kvfs-admin rebuild-index recreates it)");
+      return from_segments();
+    }
+    auto id = (*idx)->get_meta("backing_id");
+    if (!id.ok() || *id != segs_->backing_id()) {
+      warning("the index at " + index_dir_ + " " +
+              (id.ok() ? "belongs to another backing directory (" + *id + ")"
+                       : "carries no backing id") +
+              "; kvfs rebuilds it at the next mount; checking the segments instead");
+      return from_segments();
+    }
+    Status s = (*idx)->load_all([&](InodeSnapshot&& snap) { snaps_.push_back(std::move(snap)); });
+    if (!s.ok()) {
+      problem("the index at " + index_dir_ + " is unreadable: " + s.ToString() +
+              " (kvfs-admin rebuild-index recreates it)");
+      return from_segments();
+    }
+    from_index_ = true;
+    // The index against the segments: a rebuild keeps the newest snapshot
+    // per inode, so both should agree after a clean unmount.
+    std::set<uint64_t> in_index;
+    uint64_t newer = 0, stale = 0, missing = 0;
+    for (const auto& snap : snaps_) {
+      in_index.insert(snap.ino);
+      auto it = latest_.find(snap.ino);
+      if (it == latest_.end() || it->second.seq < snap.seq)
+        ++newer;
+      else if (it->second.seq > snap.seq)
+        ++stale;
+    }
+    for (auto& [ino, l] : latest_)
+      if (!l.tomb && !in_index.count(ino)) ++missing;
+    if (newer)
+      warning(std::to_string(newer) +
+              " index entries are newer than the segments (not yet written there; a "
+              "rebuild would return their previous state)");
+    if (stale)
+      warning(std::to_string(stale) + " index entries are older than the segments' latest record");
+    if (missing)
+      warning(std::to_string(missing) +
+              " inodes in the segments are not in the index (a rebuild would bring them back)");
+  }
+
+  std::string path_of(uint64_t ino) const {
+    std::vector<std::string> parts;
+    std::set<uint64_t> seen;
+    while (ino != kRootIno && seen.insert(ino).second) {
+      auto it = by_ino_.find(ino);
+      if (it == by_ino_.end()) {
+        parts.push_back("<inode " + std::to_string(ino) + ">");
+        break;
+      }
+      parts.push_back(printable(it->second->name));
+      ino = it->second->parent;
+    }
+    std::string p;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) p += "/" + *it;
+    return p.empty() ? "/" : p;
+  }
+
+  void check_namespace() {
+    for (const auto& s : snaps_) by_ino_[s.ino] = &s;
+    for (const auto& s : snaps_) {
+      if (S_ISDIR(s.mode))
+        ++dirs_;
+      else if (S_ISREG(s.mode))
+        ++files_;
+      if (s.ino == kRootIno) continue;
+      auto p = by_ino_.find(s.parent);
+      if (s.parent != kRootIno && (p == by_ino_.end() || !S_ISDIR(p->second->mode)))
+        problem("inode " + std::to_string(s.ino) + " ('" + printable(s.name) +
+                "') has no parent directory (inode " + std::to_string(s.parent) +
+                "); kvfs drops it at mount");
+      for (const auto& be : s.extents) {
+        ++extents_;
+        data_bytes_ += be.ext.len;
+      }
+    }
+  }
+
+  void verify_data() {
+    AlignedBuf buf(kBlockSize);
+    bar_ = std::make_unique<Progress>("verify data");
+    uint64_t done = 0;
+    for (const auto& s : snaps_) {
+      for (const auto& be : s.extents) {
+        const Extent& e = be.ext;
+        const std::string where = "file " + path_of(s.ino) + " (inode " + std::to_string(s.ino) +
+                                  "), block " + std::to_string(be.idx);
+        auto v = valid_.find(e.seg);
+        if (!segs_->has_segment(e.seg)) {
+          problem(where + ": segment " + std::to_string(e.seg) + " is missing");
+        } else if (e.len > kBlockSize) {
+          problem(where + ": extent length " + std::to_string(e.len) + " is too large");
+        } else if (v != valid_.end() && e.off + e.len > v->second) {
+          problem(where + ": lies past the last complete record of segment " +
+                  std::to_string(e.seg) + " (lost if the index is rebuilt)");
+        } else if (Status st = segs_->read_extent(e, buf.data); !st.ok()) {
+          problem(where + ": " + st.ToString());
+        } else {
+          ++verified_;
+        }
+        done += e.len;
+        bar_->update(done, data_bytes_);
+      }
+    }
+    bar_.reset();
+  }
+
+  void report() {
+    std::printf("segments: %llu (%s), %llu records, %llu torn tails\n",
+                static_cast<unsigned long long>(segments_), human_bytes(double(seg_bytes_)).c_str(),
+                static_cast<unsigned long long>(records_), static_cast<unsigned long long>(torn_));
+    std::printf("%s: %s, %llu inodes (%llu files, %llu directories)\n",
+                from_index_ ? "index" : "segments' latest snapshots",
+                from_index_ ? index_dir_.c_str() : "no usable index",
+                static_cast<unsigned long long>(snaps_.size()),
+                static_cast<unsigned long long>(files_), static_cast<unsigned long long>(dirs_));
+    std::printf(
+        "data: %llu of %llu blocks verified (%s)\n", static_cast<unsigned long long>(verified_),
+        static_cast<unsigned long long>(extents_), human_bytes(double(data_bytes_)).c_str());
+    if (problems_ == 0)
+      std::printf("clean%s\n",
+                  warnings_ ? (" (" + std::to_string(warnings_) + " warnings)").c_str() : "");
+    else
+      std::printf("%llu problems found\n", static_cast<unsigned long long>(problems_));
+  }
+
+  struct AlignedBuf {
+    explicit AlignedBuf(size_t n) {
+      if (posix_memalign(reinterpret_cast<void**>(&data), kAlign, n) != 0) throw std::bad_alloc();
+    }
+    ~AlignedBuf() { std::free(data); }
+    char* data = nullptr;
+  };
+
+  OfflineOpts o_;
+  std::unique_ptr<SegmentStore> segs_;
+  std::unique_ptr<Progress> bar_;
+  std::unordered_map<uint64_t, Latest> latest_;
+  std::unordered_map<uint64_t, uint64_t> valid_;  // segment id -> bytes of complete records
+  std::vector<InodeSnapshot> snaps_;
+  std::unordered_map<uint64_t, const InodeSnapshot*> by_ino_;
+  std::string index_dir_;
+  bool from_index_ = false;
+  uint64_t segments_ = 0, seg_bytes_ = 0, records_ = 0, torn_ = 0;
+  uint64_t files_ = 0, dirs_ = 0, extents_ = 0, data_bytes_ = 0, verified_ = 0;
+  uint64_t problems_ = 0, warnings_ = 0;
+};
+
+}  // namespace
+
+int cmd_fsck(const OfflineOpts& o) {
+  return Fsck(o).run();
+}
+
+int cmd_rebuild_index(const OfflineOpts& o) {
+  auto segs = open_backing(o.backing);
+  const std::string dir = o.index_dir.empty() ? default_index_dir(segs->backing_id()) : o.index_dir;
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) fail(kExitUnreachable, dir + " is not a directory");
+    if (!looks_like_rocksdb_dir(dir))
+      fail(kExitUnreachable,
+           dir + " holds files that are not a kvfs index; remove them or choose --index-dir");
+    Status s = Index::Destroy(dir);
+    if (!s.ok()) fail(kExitUnreachable, "cannot remove the old index: " + s.ToString());
+  }
+  fs::create_directories(dir, ec);
+  if (ec) fail(kExitUnreachable, "cannot create " + dir + ": " + ec.message());
+  ::chmod(dir.c_str(), 0700);
+  auto idx = Index::Open(dir);
+  if (!idx.ok()) fail(kExitUnreachable, "cannot create the index: " + idx.status().ToString());
+  RebuildStats st;
+  Status s;
+  {
+    Progress bar("rebuild index");
+    s = rebuild_index(*segs, **idx, &st,
+                      [&](uint64_t done, uint64_t total) { bar.update(done, total); });
+  }
+  if (!s.ok()) fail(kExitUnreachable, "rebuild failed: " + s.ToString());
+  std::printf(
+      "index rebuilt in %s: %llu segments, %llu records, %llu inodes, %llu tombstones, %llu "
+      "torn tails\n",
+      dir.c_str(), static_cast<unsigned long long>(st.segments),
+      static_cast<unsigned long long>(st.records), static_cast<unsigned long long>(st.inodes),
+      static_cast<unsigned long long>(st.tombstones),
+      static_cast<unsigned long long>(st.torn_tails));
+  return kExitOk;
+}
+
+}  // namespace kvfs::admin

@@ -1,0 +1,37 @@
+// kvfs-admin's online commands, run against a mounted kvfs through its
+// control file: stats, evict, flush, ls, config, version. Each returns the
+// exit status or throws Failure (tools/admin_exit.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvfs::admin {
+
+struct StatsOpts {
+  std::string mount;
+  bool json_out = false, prometheus = false;
+  double watch = 0;
+  std::string output;
+};
+
+int cmd_stats(const StatsOpts& o);
+
+struct EvictOpts {
+  std::string mount, path, prefix, to_size, older_than;
+  bool all = false, force = false, dry_run = false;
+};
+
+int cmd_evict(const EvictOpts& o);
+int cmd_flush(const std::string& mount, bool wait);
+
+struct LsOpts {
+  std::string mount, path;
+  bool json_out = false, bytes = false;
+};
+
+int cmd_ls(const LsOpts& o);
+int cmd_config(const std::string& mount, const std::vector<std::string>& args);
+int cmd_version(const std::string& mount);
+
+}  // namespace kvfs::admin
