@@ -611,7 +611,7 @@ uint64_t BlockStore::capacity() const {
 
 Status BlockStore::flush_all() {
   if (cfg_.read_only) return Status::OK();
-  return flusher_->flush_all();
+  return flusher_->flush_all(/*include_open=*/false);
 }
 
 }  // namespace kvfs

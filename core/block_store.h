@@ -148,7 +148,8 @@ class BlockStore : public Journal {
   StatFs statfs();
   StoreStats stats();
   EvictorStats evictor_stats();
-  // Writes every dirty file (open ones too) and waits until it is committed.
+  // Writes every dirty file not open for writing (an open one is not
+  // complete yet) and waits until it is committed: fsync of a directory.
   Status flush_all();
   // Queues every dirty file for the flushers and returns at once.
   void flush_async();

@@ -27,6 +27,9 @@ struct Pool {
   std::array<std::vector<char*>, kClasses> free;  // guarded by mu
   size_t free_bytes = 0;                          // guarded by mu
   size_t max_free = 64u << 20;                    // guarded by mu
+  // What the RAM tier's budget leaves unused right now; freed buffers beyond
+  // it go back to the system.
+  std::atomic<size_t> limit{SIZE_MAX};
 };
 
 Pool& pool() {
@@ -38,7 +41,7 @@ void release_memory(char* d, size_t cap) {
   Pool& p = pool();
   {
     std::lock_guard g(p.mu);
-    if (p.free_bytes + cap <= p.max_free) {
+    if (p.free_bytes + cap <= std::min(p.max_free, p.limit.load(std::memory_order_relaxed))) {
       p.free[class_index(cap)].push_back(d);
       p.free_bytes += cap;
       return;
@@ -80,6 +83,10 @@ void BufferPool::set_max_free_bytes(size_t bytes) {
     trim_locked(p, bytes, &drop);
   }
   for (char* d : drop) std::free(d);
+}
+
+void BufferPool::set_limit(size_t bytes) {
+  pool().limit.store(bytes, std::memory_order_relaxed);
 }
 
 void BufferPool::trim(size_t keep) {

@@ -55,6 +55,9 @@ class BufferPool {
   static size_t free_bytes();
   // Frees idle buffers until at most `keep` bytes stay in the free list.
   static void trim(size_t keep);
+  // Freed buffers are kept only while the free list stays under this (the
+  // RAM tier sets it to the part of its budget it does not use).
+  static void set_limit(size_t bytes);
   // Allocates and touches full-size buffers into the free list until it holds
   // `bytes`, or until *stop becomes true: the RAM tier's first blocks then
   // cost a memcpy, not page faults. Run from a background thread.

@@ -51,7 +51,7 @@ void Flusher::start() {
 
 Status Flusher::stop() {
   if (workers_.empty()) return Status::OK();
-  Status st = flush_all();
+  Status st = flush_all(/*include_open=*/true);
   {
     std::lock_guard l(q_mu_);
     stopping_ = true;
@@ -220,7 +220,7 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
     }
     l.lock();
   }
-  *sync = force;  // flush_all (fsync of a dir, unmount) also syncs the WAL
+  *sync = sync_all_;  // flush_all (fsync of a dir, unmount) also syncs the WAL
   for (auto& c : *batch) *sync |= c.sync;
   return true;
 }
@@ -442,13 +442,14 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   durable_cv_.notify_all();
 }
 
-Status Flusher::flush_all() {
+Status Flusher::flush_all(bool include_open) {
   Status result;
   for (int round = 0; round < 3; ++round) {
     bool any = false;
     {
       std::lock_guard l(q_mu_);
-      force_all_ = true;
+      force_all_ = include_open;
+      sync_all_ = true;
       for (auto& in : retry_) queue_.push_back(std::move(in));
       retry_.clear();
       retry_at_ = {};
@@ -457,6 +458,9 @@ Status Flusher::flush_all() {
       std::lock_guard g(in->mu);
       if (in->atime_dirty && !in->dirty() && in->linked.load()) ++in->version;
       in->atime_dirty = false;
+      // A file still open for writing is incomplete: committing it would
+      // let a crash bring it back partial. Only unmount takes it as it is.
+      if (in->open_writers > 0 && !include_open) continue;
       if ((in->dirty() && in->linked.load()) || in->in_flush) {
         enqueue_locked(in, false);
         any = true;
@@ -469,7 +473,7 @@ Status Flusher::flush_all() {
       idle_cv_.wait(l, [&] {
         return (queue_.empty() && meta_.empty() && active_ == 0) || !retry_.empty() || stopping_;
       });
-      force_all_ = false;
+      force_all_ = sync_all_ = false;
       if (!retry_.empty()) {
         result = Status::IOError("some files could not be flushed");
         break;
@@ -480,7 +484,9 @@ Status Flusher::flush_all() {
   if (result.ok()) {
     for (auto& in : store_->ns_->all()) {
       std::lock_guard g(in->mu);
-      if (in->dirty() && in->linked.load() && !in->flush_error.ok()) return in->flush_error;
+      if (in->dirty() && in->linked.load() && !in->flush_error.ok() &&
+          (include_open || in->open_writers == 0))
+        return in->flush_error;
     }
   }
   return result;

@@ -56,8 +56,9 @@ class Flusher {
   void retry_now();
   // Called by the RamTier when a writer has to wait for RAM.
   void on_pressure();
-  // Flushes every dirty inode, open or not, and waits for it.
-  Status flush_all();
+  // Flushes every dirty inode and waits for it; files still open for
+  // writing only with include_open (unmount).
+  Status flush_all(bool include_open);
   // Waits (releasing l, the inode's mutex) until done() holds; woken after
   // every commit or failure.
   void wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done);
@@ -89,16 +90,17 @@ class Flusher {
   std::vector<std::unique_ptr<Worker>> workers_;
 
   mutable std::mutex q_mu_;
-  std::condition_variable q_cv_;                    // guarded by q_mu_
-  std::deque<InodeRef> queue_;                      // guarded by q_mu_
-  std::vector<InodeRef> retry_;                     // failed, retried at retry_at_; q_mu_
-  std::unordered_set<InodeRef> writing_;            // guarded by q_mu_
-  std::vector<RecordEntry> meta_;                   // guarded by q_mu_
-  bool stopping_ = false;                           // guarded by q_mu_
-  bool pressure_ = false;                           // guarded by q_mu_
-  bool force_all_ = false;                          // guarded by q_mu_
-  int active_ = 0;                                  // passes in progress, guarded by q_mu_
-  std::condition_variable idle_cv_;                 // guarded by q_mu_
+  std::condition_variable q_cv_;          // guarded by q_mu_
+  std::deque<InodeRef> queue_;            // guarded by q_mu_
+  std::vector<InodeRef> retry_;           // failed, retried at retry_at_; q_mu_
+  std::unordered_set<InodeRef> writing_;  // guarded by q_mu_
+  std::vector<RecordEntry> meta_;         // guarded by q_mu_
+  bool stopping_ = false;                 // guarded by q_mu_
+  bool pressure_ = false;                 // guarded by q_mu_
+  bool force_all_ = false;                // guarded by q_mu_
+  bool sync_all_ = false;                 // guarded by q_mu_: flush_all also syncs the index WAL
+  int active_ = 0;                        // passes in progress, guarded by q_mu_
+  std::condition_variable idle_cv_;       // guarded by q_mu_
   std::chrono::steady_clock::time_point retry_at_;  // guarded by q_mu_; error backoff
 
   std::condition_variable_any durable_cv_;  // waiters hold their inode's mu

@@ -131,6 +131,7 @@ void RamTier::evict_locked(uint64_t extra) {
   // Idle recycled buffers live in the same memory: they may only fill what
   // the clean and dirty bytes leave of the capacity.
   const uint64_t used = clean_bytes_ + dirty_bytes_ + extra;
+  BufferPool::set_limit(cap > used ? cap - used : 0);
   BufferPool::trim(cap > used ? cap - used : 0);
 }
 
@@ -166,6 +167,8 @@ void RamTier::release_dirty(uint64_t bytes) {
   {
     std::lock_guard l(budget_mu_);
     dirty_bytes_ -= bytes;
+    const uint64_t used = clean_bytes_ + dirty_bytes_, cap = capacity_.load();
+    BufferPool::set_limit(cap > used ? cap - used : 0);
   }
   budget_cv_.notify_all();
 }
