@@ -101,6 +101,10 @@ void BlockStore::release(OpenFile* f) {
 }
 
 void BlockStore::free_data_locked(Inode& in) {
+  // An unlinked file nobody has open loses its data here; a late open by
+  // inode number (a lookup that raced the unlink) must then be a miss, not
+  // a file of zeros.
+  in.evicted = true;
   uint64_t charge = 0;
   for (BlockSlot& s : in.blocks) {
     charge += s.charge;
