@@ -1,0 +1,150 @@
+// Helpers shared by the reliability mount tests (integrity tools, races,
+// injected faults): self-describing file contents, whole-file reads that
+// report short reads, the daemon's stats through the control file, and a
+// first-error collector for worker threads.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/mount_fixture.h"
+
+namespace kvfs::test {
+
+// Contents that say who wrote them: bytes [0, 8) hold the seed, bytes
+// [8, 16) the length, the rest is a pure function of (seed, offset). A reader
+// can tell a complete version from a torn, short or foreign one.
+inline void make_content(char* p, size_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (size_t i = 0; i < n; i += 8) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    std::memcpy(p + i, &s, n - i < 8 ? n - i : 8);
+  }
+  if (n >= 8) std::memcpy(p, &seed, 8);
+  if (n >= 16) {
+    const uint64_t len = n;
+    std::memcpy(p + 8, &len, 8);
+  }
+}
+
+inline std::string make_content(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  make_content(s.data(), n, seed);
+  return s;
+}
+
+// Checks that (p, n) is exactly one complete version; returns its seed.
+// Empty string on success, else what is wrong.
+inline std::string check_content(const char* p, size_t n, size_t want_len, uint64_t* seed) {
+  if (n != want_len)
+    return "length " + std::to_string(n) + ", expected " + std::to_string(want_len);
+  if (n < 16) return "too short to identify";
+  uint64_t s, len;
+  std::memcpy(&s, p, 8);
+  std::memcpy(&len, p + 8, 8);
+  if (len != n) return "header says length " + std::to_string(len) + ", read " + std::to_string(n);
+  std::string want = make_content(n, s);
+  if (std::memcmp(want.data(), p, n) != 0) {
+    size_t i = 0;
+    while (want[i] == p[i]) ++i;
+    return "version " + std::to_string(s) + " differs at byte " + std::to_string(i);
+  }
+  if (seed) *seed = s;
+  return "";
+}
+
+// Reads a whole file with ONE read() (the offloaders' way) into an aligned
+// buffer of cap bytes; then keeps reading to see end of file. Returns the
+// bytes read, or -errno.
+inline ssize_t read_whole(int fd, char* buf, size_t cap) {
+  size_t got = 0;
+  for (;;) {
+    ssize_t n = ::pread(fd, buf + got, cap - got, static_cast<off_t>(got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (n == 0 || got + size_t(n) == cap) return static_cast<ssize_t>(got + size_t(n));
+    got += size_t(n);
+  }
+}
+
+// The daemon's stats: {"cmd":"stats"} written to MNT/.kvfs-control, the JSON
+// reply read back from offset 0.
+inline nlohmann::json control(const std::string& mnt, const std::string& request) {
+  int fd = ::open((mnt + "/.kvfs-control").c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return nlohmann::json{{"error", std::string("open: ") + std::strerror(errno)}};
+  if (::write(fd, request.data(), request.size()) != ssize_t(request.size())) {
+    int e = errno;
+    ::close(fd);
+    return nlohmann::json{{"error", std::string("write: ") + std::strerror(e)}};
+  }
+  std::string reply;
+  char b[65536];
+  ssize_t n;
+  while ((n = ::pread(fd, b, sizeof(b), static_cast<off_t>(reply.size()))) > 0)
+    reply.append(b, size_t(n));
+  ::close(fd);
+  auto j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_discarded()) return nlohmann::json{{"error", "not JSON: " + reply}};
+  return j;
+}
+
+inline nlohmann::json stats(const std::string& mnt) {
+  return control(mnt, R"({"cmd":"stats"})");
+}
+
+inline uint64_t stat_u64(const nlohmann::json& j, const char* ptr) {
+  const nlohmann::json::json_pointer p(ptr);
+  return j.contains(p) && j.at(p).is_number_unsigned() ? j.at(p).get<uint64_t>() : 0;
+}
+
+// The daemon is alive and its mount answers.
+inline std::string daemon_healthy(const KvfsMount& m) {
+  if (::kill(m.daemon_pid(), 0) != 0)
+    return "daemon " + std::to_string(m.daemon_pid()) + " is gone: " + std::strerror(errno);
+  struct stat st;
+  if (::stat(m.mnt().c_str(), &st) != 0) return std::string("stat(mnt): ") + std::strerror(errno);
+  if (::stat((m.mnt() + "/.kvfs-control").c_str(), &st) != 0)
+    return std::string("stat(.kvfs-control): ") + std::strerror(errno);
+  return "";
+}
+
+// The first failure seen by any worker thread, and how many there were.
+class Failures {
+ public:
+  void add(const std::string& what) {
+    if (count_.fetch_add(1) == 0) {
+      std::lock_guard l(mu_);
+      first_ = what;
+    }
+  }
+  uint64_t count() const { return count_.load(); }
+  std::string first() const {
+    std::lock_guard l(mu_);
+    return first_;
+  }
+  bool any() const { return count() > 0; }
+
+ private:
+  mutable std::mutex mu_;
+  std::string first_;
+  std::atomic<uint64_t> count_{0};
+};
+
+inline std::string errstr(int e) {
+  return std::string(strerrorname_np(e) ? strerrorname_np(e) : "?") + " (" + std::strerror(e) + ")";
+}
+
+}  // namespace kvfs::test

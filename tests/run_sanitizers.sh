@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds kvfs with sanitizers in its own build directory and runs the tests
+# under them: the unit tests, the fuzz smoke tests and the real-FUSE mount
+# tests, whose kvfs daemon is built with the same sanitizers.
+#
+#   tests/run_sanitizers.sh [asan|tsan] [extra ctest arguments...]
+#
+#   asan (default): build-asan, -fsanitize=address,undefined, every test.
+#   tsan:           build-tsan, -fsanitize=thread, the concurrency tests
+#                   (block_store_test, evictor_test, mount_races_test).
+#
+# A daemonized kvfs logs to syslog and its stderr goes nowhere, so the
+# sanitizers write their reports to files (log_path) under
+# /tmp/kvfs-<mode>/; the script fails if any report file appears, whatever
+# ctest said, and prints them. Environment: JOBS (build parallelism,
+# default 2), CC/CXX (compiler), KVFS_SAN_DIR (report directory).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-asan}
+[[ $# -gt 0 ]] && shift
+jobs=${JOBS:-2}
+
+case "$mode" in
+  asan)
+    build=build-asan
+    sanitize="address,undefined"
+    targets=(kvfs kvfs-admin no_uring_exec status_config_test record_test ram_tier_test
+             block_store_test evictor_test fuzz_record_smoke fuzz_ops_smoke)
+    ctest_filter=()
+    ;;
+  tsan)
+    build=build-tsan
+    sanitize="thread"
+    targets=(kvfs block_store_test evictor_test mount_races_test)
+    ctest_filter=(-R "^(StoreTest|EvictorTest)\.|^mount_races_test$")
+    ;;
+  *)
+    echo "usage: $0 [asan|tsan] [ctest args...]" >&2
+    exit 2
+    ;;
+esac
+
+logdir=${KVFS_SAN_DIR:-/tmp/kvfs-$mode}
+rm -rf "$logdir"
+mkdir -p "$logdir"
+
+mkdir -p "$build"
+echo "== configuring $build (-fsanitize=$sanitize)"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVFS_SANITIZE="$sanitize" \
+  >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+
+if [[ $mode == asan ]]; then
+  # Every test binary the ctest run will start (mount tests are globbed).
+  for f in tests/mount_*_test.cc tests/daemon_*_test.cc; do
+    [[ -e $f ]] && targets+=("$(basename "${f%.cc}")")
+  done
+fi
+# Only the targets this checkout has (others may be added or removed).
+known=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+present=()
+for t in "${targets[@]}"; do
+  grep -qx -- "$t" <<<"$known" && present+=("$t")
+done
+targets=("${present[@]}")
+echo "== building ${targets[*]}"
+cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
+
+# Reports go to files: <logdir>/asan.<pid>, ubsan.<pid>, tsan.<pid>.
+# verify_asan_link_order=0: the fault tests LD_PRELOAD libfiu into the daemon.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$logdir/asan:verify_asan_link_order=0:detect_stack_use_after_return=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logdir/ubsan"
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer_suppressions.txt:print_suppressions=0"
+export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:history_size=4:log_path=$logdir/tsan:suppressions=$PWD/tests/sanitizer_suppressions.txt"
+# Sanitized daemons are slower: give the mount tests' watchdog more room.
+export KVFS_TEST_TIMEOUT=${KVFS_TEST_TIMEOUT:-1500}
+
+echo "== running tests under $mode (reports: $logdir)"
+ctest --test-dir "$build" --output-on-failure --timeout 1800 "${ctest_filter[@]}" "$@"
+ctest_rc=$?
+
+reports=$(find "$logdir" -type f -size +0 | sort)
+if [[ -n $reports ]]; then
+  echo
+  echo "== sanitizer reports ($(echo "$reports" | wc -l) files):"
+  for r in $reports; do
+    echo "---- $r"
+    cat "$r"
+  done
+  echo "FAIL: the sanitizers reported errors (ctest exit $ctest_rc)"
+  exit 1
+fi
+if [[ $ctest_rc -ne 0 ]]; then
+  echo "FAIL: tests failed under $mode (no sanitizer report)"
+  exit "$ctest_rc"
+fi
+echo "OK: no sanitizer reports, all tests passed under $mode"
