@@ -280,9 +280,10 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   }
   uint64_t bytes = 0;
   for (auto& c : batch) bytes += c.bytes;
-  // Data waits for room under the cap (records add a page each; one block
-  // covers the headers of a batch).
-  const uint64_t grant = bytes + kBlockSize;
+  // Data waits for room under the cap (records add a page each, one block
+  // covers the headers of a batch; the segment may grow by one preallocation
+  // step on top).
+  const uint64_t grant = bytes + kBlockSize + store_->segs_->prealloc_step();
   if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant));
   struct Release {
     Evictor* e;

@@ -89,7 +89,7 @@ class Inode {
   bool in_flush = false;     // captured by a flusher, not yet committed
   bool requeue = false;      // changed while in_flush
   bool atime_dirty = false;  // atime changed alone: saved by flush_all only
-  bool evicted = false;  // removed by the evictor, or data freed: opens by inode fail
+  bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail
   bool reclaiming = false;   // dirty only because the evictor copies it forward
   bool tracked = false;      // in the flusher's set of files written while open
   Status flush_error;        // last flush failure, reported to fsync

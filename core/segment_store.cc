@@ -249,6 +249,10 @@ Status SegmentStore::read_extent(const Extent& ext, char* dst) {
   return Status::OK();
 }
 
+uint64_t SegmentStore::prealloc_step() const {
+  return std::clamp<uint64_t>(segment_size_ / 8, 4u << 20, 32u << 20);
+}
+
 std::vector<SegmentInfo> SegmentStore::list() const {
   std::shared_lock l(mu_);
   std::vector<SegmentInfo> v;
@@ -478,7 +482,7 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
 // counted in the segment's size and given back when it is closed).
 Status SegmentWriter::preallocate(uint64_t end) {
   if (end <= allocated_ || no_fallocate_) return Status::OK();
-  const uint64_t step = std::clamp<uint64_t>(store_->segment_size_ / 8, 4u << 20, 32u << 20);
+  const uint64_t step = store_->prealloc_step();
   const uint64_t want = align_up(end, step);
   if (::fallocate(fd_, 0, static_cast<off_t>(allocated_), static_cast<off_t>(want - allocated_)) !=
       0) {

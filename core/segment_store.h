@@ -69,6 +69,9 @@ class SegmentStore {
       std::function<void(uint64_t off, const RecordHeader&, std::vector<RecordEntry>&)>;
   Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr);
 
+  // How far ahead of its writes an open segment is allocated.
+  uint64_t prealloc_step() const;
+
   // Disk usage of all segments, in bytes.
   uint64_t used_bytes() const;
 
