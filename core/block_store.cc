@@ -277,6 +277,8 @@ Result<Attr> BlockStore::getattr(uint64_t ino) {
   in->touch(now_ns());
   std::shared_lock ns(ns_->mu());
   std::lock_guard g(in->mu);
+  // Evicted or dropped: the kernel's cached name is stale, make it a miss.
+  if (in->evicted && !in->linked.load() && in->open_count == 0) return Status::NotFound("evicted");
   Attr a = attr_locked(*in);
   fix_nlink(in, &a);
   return a;

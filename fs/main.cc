@@ -139,10 +139,17 @@ int serve(ParsedArgs& pa, bool background) {
   }
   Notifier notifier(se);
   notifier.start();
-  (*store)->set_eviction_listener(
-      [&notifier](uint64_t parent, const std::string& name, uint64_t ino) {
-        notifier.removed(parent, name, ino);
-      });
+  // Kernel invalidation of evicted names is opt-in: a notification blocks in
+  // the kernel until the directory's lock is free, and if the daemon is
+  // killed meanwhile (kill -9) that thread can never exit, so the dead mount
+  // is never aborted. Without it an evicted file is still a clean miss: its
+  // getattr and open answer ENOENT, and cached names expire after
+  // entry_timeout.
+  if (pa.fs.invalidate)
+    (*store)->set_eviction_listener(
+        [&notifier](uint64_t parent, const std::string& name, uint64_t ino) {
+          notifier.removed(parent, name, ino);
+        });
   report(0, "mounted");
   if (background) {
     int nul = ::open("/dev/null", O_RDWR);

@@ -101,6 +101,7 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   if (key == "flush_threads")
     return parse_uint(val, &st.flush_threads) ? Status::OK() : bad("a number");
   if (key == "direct_io") return parse_bool(val, &st.direct_io) ? Status::OK() : bad("0 or 1");
+  if (key == "invalidate") return parse_bool(val, &fs.invalidate) ? Status::OK() : bad("0 or 1");
   if (key == "entry_timeout")
     return parse_seconds(val, &fs.entry_timeout) ? Status::OK() : bad("seconds");
   if (key == "attr_timeout")
@@ -250,6 +251,8 @@ kvfs options (sizes take K, M, G, T suffixes):
   tmp_max_age=SEC        remove orphaned *.tmp/.o_direct_probe_* after (3600)
   clean_tmp=0|1          that housekeeping on or off (default 1)
   clean_empty_dirs=0|1   remove directories emptied by eviction (default 1)
+  invalidate=0|1         tell the kernel at once about evicted names
+                         (default 0: they expire after entry_timeout)
 
 FUSE options: allow_other, allow_root, ro, fsname=NAME, subtype=NAME,
 auto_unmount. The kernel checks permissions against each file's mode and

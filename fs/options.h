@@ -29,6 +29,8 @@ struct FsConfig {
   double attr_timeout = 10.0;
   double negative_timeout = 10.0;
   std::string log_level = "info";
+  // Tell the kernel to forget evicted names at once (see fs/main.cc).
+  bool invalidate = false;
   bool allow_other = false;
   // The kernel checks permissions from mode and owner: on by default (with
   // allow_other other users reach the files), off with no_default_permissions.
