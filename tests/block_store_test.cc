@@ -1,4 +1,6 @@
 // BlockStore without FUSE: the data path, persistence, rebuild and damage.
+#include "core/block_store.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include "core/block_store.h"
 
 namespace kvfs {
 namespace {

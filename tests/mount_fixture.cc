@@ -1,6 +1,7 @@
 #include "tests/mount_fixture.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,8 +16,6 @@
 #include <mutex>
 #include <random>
 #include <set>
-
-#include <gtest/gtest.h>
 
 extern char** environ;
 
@@ -187,6 +186,8 @@ bool read_file(const std::string& path, std::string* out, int extra_flags) {
 AlignedBuf::AlignedBuf(size_t n) : data(nullptr), size(n) {
   if (posix_memalign(reinterpret_cast<void**>(&data), 4096, n ? n : 4096) != 0) data = nullptr;
 }
-AlignedBuf::~AlignedBuf() { std::free(data); }
+AlignedBuf::~AlignedBuf() {
+  std::free(data);
+}
 
 }  // namespace kvfs::test

@@ -2,14 +2,14 @@
 // binary runs past KVFS_TEST_TIMEOUT seconds (default 600), kills every kvfs
 // daemon it started, detaches their mounts and aborts, so that a hung daemon
 // fails CI quickly instead of hanging it.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 namespace kvfs::test {
 void emergency_cleanup();

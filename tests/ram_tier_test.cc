@@ -1,14 +1,16 @@
 // RamTier: byte cap, segmented LRU, dirty backpressure.
+#include "core/ram_tier.h"
+
 #include <gtest/gtest.h>
 
 #include <future>
 
-#include "core/ram_tier.h"
-
 namespace kvfs {
 namespace {
 
-ConstBufRef block(size_t n = kBlockSize) { return BufferPool::allocate(n); }
+ConstBufRef block(size_t n = kBlockSize) {
+  return BufferPool::allocate(n);
+}
 
 TEST(RamTier, HitsMissesAndCap) {
   RamTier t(8 * kBlockSize, 0);

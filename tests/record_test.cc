@@ -1,10 +1,11 @@
 // The on-disk format: round trips and hostile bytes.
+#include "core/record.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "core/buffer.h"
-#include "core/record.h"
 
 namespace kvfs {
 namespace {
