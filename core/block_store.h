@@ -57,7 +57,6 @@ struct SetAttrRequest {
 struct OpenFile {
   InodeRef in;
   bool writable = false;
-  bool wrote = false;
   bool noatime = false;  // O_NOATIME: reads leave atime alone
 };
 

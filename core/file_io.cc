@@ -56,7 +56,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
   in->nlookup.fetch_add(1);
   in->touch(now_ns());
   *attr = attr_locked(*in);
-  return new OpenFile{in, writable, false, (flags & O_NOATIME) != 0};
+  return new OpenFile{in, writable, (flags & O_NOATIME) != 0};
 }
 
 Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
@@ -78,7 +78,7 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   }
   ++in->open_count;
   if (writable) ++in->open_writers;
-  return new OpenFile{in, writable, false, (flags & O_NOATIME) != 0};
+  return new OpenFile{in, writable, (flags & O_NOATIME) != 0};
 }
 
 void BlockStore::release(OpenFile* f) {
@@ -283,7 +283,6 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
         in->mtime_ns = in->ctime_ns = now_ns();
         ++in->version;
         in->reclaiming = false;  // client data: the flush gate applies again
-        f->wrote = true;
         if (in->open_writers > 0)
           flusher_->track_locked(in);
         else if (in->linked.load())
