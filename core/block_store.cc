@@ -307,6 +307,10 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
     KVFS_RETURN_IF_ERROR(truncate_locked(*in, r.size));
     in->mtime_ns = t;
     meta = true;
+    if (fh && fh->writable && fh->sealed) {  // ftruncate after a close(): open again
+      fh->sealed = false;
+      ++in->active_writers;
+    }
   }
   if (r.set_mode) in->mode = (in->mode & S_IFMT) | (r.mode & 07777);
   if (r.set_uid) in->uid = r.uid;
@@ -323,7 +327,7 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   // the next flush of the file: it does not deserve a segment record.
   if (meta) {
     mark_dirty_locked(*in);
-    if (in->open_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+    if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
   }
   Attr a = attr_locked(*in);
   fix_nlink(in, &a);
@@ -433,7 +437,7 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
   in->xattrs[name] = std::string(value);
   in->ctime_ns = now_ns();
   mark_dirty_locked(*in);
-  if (in->open_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
   return Status::OK();
 }
 
@@ -464,7 +468,7 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   if (in->xattrs.erase(name) == 0) return Status::NoData();
   in->ctime_ns = now_ns();
   mark_dirty_locked(*in);
-  if (in->open_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
   return Status::OK();
 }
 
@@ -519,7 +523,7 @@ void BlockStore::flush_async() {
   if (cfg_.read_only) return;
   for (auto& in : ns_->all()) {
     std::lock_guard g(in->mu);
-    if (in->dirty() && in->linked.load() && in->open_writers == 0)
+    if (in->dirty() && in->linked.load() && in->active_writers == 0)
       flusher_->enqueue_locked(in, false);
   }
 }

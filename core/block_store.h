@@ -58,6 +58,9 @@ struct OpenFile {
   InodeRef in;
   bool writable = false;
   bool noatime = false;  // O_NOATIME: reads leave atime alone
+  // Writable, and nothing written through it since the client's last close()
+  // of a descriptor on it (FUSE flush). Guarded by in->mu.
+  bool sealed = false;
 };
 
 // What a read returns: iovecs into buffers kept alive by refs. The caller
@@ -132,6 +135,10 @@ class BlockStore : public Journal {
   Result<OpenFile*> create(uint64_t parent, std::string_view name, uint32_t mode, int flags,
                            const Caller& c, Attr* attr);
   Result<OpenFile*> open(uint64_t ino, int flags);
+  // close() of a descriptor (FUSE flush, synchronous, unlike release): what
+  // was written through f is complete and may be committed, so a later
+  // fsync of a directory covers it even before the kernel's release arrives.
+  void closed(OpenFile* f);
   void release(OpenFile* f);
   Status read(OpenFile* f, uint64_t off, size_t size, ReadResult* out);
   Result<size_t> write(OpenFile* f, uint64_t off, const char* data, size_t size);

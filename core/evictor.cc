@@ -131,7 +131,7 @@ void Evictor::run() {
   }
 }
 
-Status Evictor::wait_for_room(uint64_t bytes) {
+Status Evictor::wait_for_room(uint64_t bytes, const std::function<void()>& serve) {
   // Data may fill the cap plus one segment, less a reserve that keeps room
   // for metadata records (which never wait here).
   const uint64_t slack = store_->cfg_.segment_size - kMetaReserve;
@@ -158,10 +158,17 @@ Status Evictor::wait_for_room(uint64_t bytes) {
     kicked_ = true;
     cv_.notify_one();
     // start + 2: at least one pass that began after this request ended.
-    room_cv_.wait_for(l, std::chrono::seconds(5), [&] {
+    const auto round_end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    auto done = [&] {
       granted = granted || fits();
       return granted || stop_ || pass_count_ >= start + 2;
-    });
+    };
+    while (!done() && std::chrono::steady_clock::now() < round_end) {
+      room_cv_.wait_for(l, std::chrono::milliseconds(100));
+      l.unlock();
+      serve();
+      l.lock();
+    }
     if (granted || pass_count_ < start + 2) break;  // room, or the evictor is stuck
     const uint64_t used = store_->segs_->used_bytes();
     if (used >= last_used) break;  // a whole pass freed nothing
@@ -366,7 +373,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     if (copied) {
       std::lock_guard g(in->mu);
       waits.push_back({in, in->version});
-      st.flusher_->enqueue_locked(in, false);
+      st.flusher_->enqueue_ungated_locked(in);
       copied_ += copied;
     }
   }
@@ -386,14 +393,14 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
       std::lock_guard g(in->mu);
       ++in->version;
       waits.push_back({in, in->version});
-      st.flusher_->enqueue_locked(in, false);
+      st.flusher_->enqueue_ungated_locked(in);
     }
   });
   // 3. Wait until the flushers have written all of it elsewhere.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (auto& w : waits) {
     std::unique_lock l(w.in->mu);
-    while (w.in->durable_version < w.version && w.in->linked.load() && w.in->open_writers == 0 &&
+    while (w.in->durable_version < w.version && w.in->linked.load() && w.in->active_writers == 0 &&
            std::chrono::steady_clock::now() < deadline)
       st.flusher_->wait_durable_for(l, std::chrono::seconds(1));
     if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;

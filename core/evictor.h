@@ -78,8 +78,9 @@ class Evictor {
   // The same, waiting for the pass: OK if it freed space (retry the write).
   Status free_space_now();
   // Flusher gate: OK once `bytes` more fit under capacity + one segment;
-  // NoSpace if a pass could not make room.
-  Status wait_for_room(uint64_t bytes);
+  // NoSpace if a pass could not make room. While it waits it calls serve
+  // every 100 ms (without locks held): the pass may be waiting for it.
+  Status wait_for_room(uint64_t bytes, const std::function<void()>& serve);
   // Returns a grant of wait_for_room once the batch is written (or failed).
   void release_room(uint64_t bytes);
 

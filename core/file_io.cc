@@ -52,7 +52,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
     }
   }
   ++in->open_count;
-  if (writable) ++in->open_writers;
+  if (writable) ++in->open_writers, ++in->active_writers;
   in->nlookup.fetch_add(1);
   in->touch(now_ns());
   *attr = attr_locked(*in);
@@ -77,23 +77,37 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
     in->mtime_ns = in->ctime_ns = now_ns();
   }
   ++in->open_count;
-  if (writable) ++in->open_writers;
+  if (writable) ++in->open_writers, ++in->active_writers;
   return new OpenFile{in, writable, (flags & O_NOATIME) != 0};
+}
+
+void BlockStore::closed(OpenFile* f) {
+  if (!f->writable) return;
+  Inode& in = *f->in;
+  std::lock_guard g(in.mu);
+  if (!f->sealed) {
+    f->sealed = true;
+    --in.active_writers;
+  }
+  if (in.active_writers == 0 && in.dirty() && in.linked.load() && !cfg_.read_only)
+    flusher_->enqueue_locked(f->in, false);
 }
 
 void BlockStore::release(OpenFile* f) {
   InodeRef in = std::move(f->in);
   const bool writable = f->writable;
+  const bool sealed = f->sealed;
   delete f;
   bool unlinked;
   {
     std::lock_guard g(in->mu);
     --in->open_count;
+    if (writable && !sealed) --in->active_writers;
     if (writable && --in->open_writers == 0) flusher_->untrack_locked(in);
     unlinked = !in->linked.load();
     if (unlinked) {
       if (in->open_count == 0) free_data_locked(*in);
-    } else if (in->open_writers == 0 && in->dirty() && !cfg_.read_only) {
+    } else if (in->active_writers == 0 && in->dirty() && !cfg_.read_only) {
       flusher_->enqueue_locked(in, false);
     }
   }
@@ -245,6 +259,11 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
     {
       std::shared_lock rl(reclaim_mu_);
       std::lock_guard g(in->mu);
+      if (f->sealed) {
+        // Written again after a close() (a dup'ed descriptor, mmap): open.
+        f->sealed = false;
+        ++in->active_writers;
+      }
       if (idx >= in->blocks.size()) in->blocks.resize(idx + 1);
       BlockSlot& s = in->blocks[idx];
       const uint32_t new_len = std::max(s.len, bo + n);

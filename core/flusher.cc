@@ -82,6 +82,18 @@ void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
   q_cv_.notify_one();
 }
 
+void Flusher::enqueue_ungated_locked(const InodeRef& in) {
+  if (in->in_flush) {
+    in->requeue = true;
+    return;
+  }
+  {
+    std::lock_guard l(q_mu_);
+    ungated_.push_back(in);
+  }
+  q_cv_.notify_one();
+}
+
 void Flusher::track_locked(const InodeRef& in) {
   if (in->tracked) return;
   in->tracked = true;
@@ -142,7 +154,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
     return false;
   }
   const bool linked = in->linked.load();
-  const bool sealed = in->open_writers == 0 || in->fsync_waiters > 0 || force;
+  const bool sealed = in->active_writers == 0 || in->fsync_waiters > 0 || force;
   bool blocks_only;
   if (!linked || !sealed) {
     // Not committable now; only a write-out of dirty blocks to free RAM.
@@ -181,7 +193,7 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
       for (auto& in : retry_) queue_.push_back(std::move(in));
       retry_.clear();
     }
-    const bool ready = !queue_.empty() || !meta_.empty() || pressure_;
+    const bool ready = !queue_.empty() || !ungated_.empty() || !meta_.empty() || pressure_;
     if (ready && now >= retry_at_) break;
     if (ready || !retry_.empty())
       q_cv_.wait_until(l, retry_at_);
@@ -196,6 +208,17 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
   const bool force = force_all_;
   const uint64_t limit = store_->cfg_.flush_batch_bytes;
   uint64_t bytes = 0;
+  std::vector<InodeRef> ungated(ungated_.begin(), ungated_.end());
+  ungated_.clear();
+  l.unlock();
+  for (auto& in : ungated) {
+    Captured c;
+    if (capture(in, force, false, pressure, &c)) {
+      bytes += c.bytes;
+      batch->push_back(std::move(c));
+    }
+  }
+  l.lock();
   while (!queue_.empty() && bytes < limit) {
     InodeRef in = std::move(queue_.front());
     queue_.pop_front();
@@ -272,19 +295,14 @@ void Flusher::run(Worker* w) {
 
 Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                             bool gate) {
-  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
-  if (!w->writer) {
-    auto nw = store_->segs_->new_writer();
-    if (!nw.ok()) return nw.status();
-    w->writer = std::move(*nw);
-  }
   uint64_t bytes = 0;
   for (auto& c : batch) bytes += c.bytes;
   // Data waits for room under the cap (records add a page each, one block
   // covers the headers of a batch; the segment may grow by one preallocation
-  // step on top).
+  // step on top). Meanwhile this thread still writes what the evictor waits
+  // for: with every flusher parked here, nothing else would.
   const uint64_t grant = bytes + kBlockSize + store_->segs_->prealloc_step();
-  if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant));
+  if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant, [&] { serve_ungated(w); }));
   struct Release {
     Evictor* e;
     uint64_t n;
@@ -292,6 +310,12 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
       if (e) e->release_room(n);
     }
   } release{gate ? store_->evictor_.get() : nullptr, grant};
+  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
+  if (!w->writer) {
+    auto nw = store_->segs_->new_writer();
+    if (!nw.ok()) return nw.status();
+    w->writer = std::move(*nw);
+  }
   SegmentWriter& sw = *w->writer;
   std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
   for (auto& c : batch)
@@ -329,6 +353,52 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
         sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe, blocks, fill));
   }
   return sw.sync();
+}
+
+void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<RecordEntry>& meta,
+                         bool sync) {
+  if (part.empty() && meta.empty()) return;
+  Status st = write_batch(w, part, meta, /*gate=*/false);
+  if (st.ok()) {
+    finish_batch(part, sync);
+    return;
+  }
+  w->writer.reset();  // a failed segment is never appended to again
+  fail_batch(part, meta, st);
+}
+
+void Flusher::serve_ungated(Worker* w) {
+  std::vector<RecordEntry> meta;
+  std::vector<InodeRef> ins;
+  bool sync;
+  {
+    std::lock_guard l(q_mu_);
+    if (meta_.empty() && ungated_.empty()) return;
+    meta.swap(meta_);
+    ins.assign(ungated_.begin(), ungated_.end());
+    ungated_.clear();
+    sync = sync_all_;
+  }
+  std::vector<Captured> metas, copies;
+  for (auto& in : ins) {
+    Captured c;
+    if (!capture(in, false, false, false, &c)) continue;
+    sync |= c.sync;
+    if (c.dirty.empty()) {
+      metas.push_back(std::move(c));
+    } else if (c.reclaim) {
+      copies.push_back(std::move(c));
+    } else {
+      // Client data arrived meanwhile: it waits for room like the rest.
+      std::lock_guard g(in->mu);
+      in->in_flush = false;
+      in->requeue = false;
+      enqueue_locked(in, false);
+    }
+  }
+  std::vector<RecordEntry> none;
+  write_part(w, metas, meta, sync);
+  write_part(w, copies, none, sync);
 }
 
 void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
@@ -390,7 +460,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
         for (auto& d : c.dirty) flushed_bytes_.fetch_add(d.len, std::memory_order_relaxed);
         in.in_flush = false;
         in.flush_error = Status::OK();
-        const bool sealed = in.open_writers == 0 || in.fsync_waiters > 0;
+        const bool sealed = in.active_writers == 0 || in.fsync_waiters > 0;
         if (in.requeue && in.linked.load() && !in.dirty()) ++in.version;
         if (in.requeue || (in.dirty() && sealed && in.linked.load())) {
           in.requeue = false;
@@ -445,6 +515,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
 
 Status Flusher::flush_all(bool include_open) {
   Status result;
+  std::vector<InodeRef> failed;
   for (int round = 0; round < 3; ++round) {
     bool any = false;
     {
@@ -461,7 +532,7 @@ Status Flusher::flush_all(bool include_open) {
       in->atime_dirty = false;
       // A file still open for writing is incomplete: committing it would
       // let a crash bring it back partial. Only unmount takes it as it is.
-      if (in->open_writers > 0 && !include_open) continue;
+      if (in->active_writers > 0 && !include_open) continue;
       if ((in->dirty() && in->linked.load()) || in->in_flush) {
         enqueue_locked(in, false);
         any = true;
@@ -472,13 +543,23 @@ Status Flusher::flush_all(bool include_open) {
       any |= !meta_.empty();
       q_cv_.notify_all();
       idle_cv_.wait(l, [&] {
-        return (queue_.empty() && meta_.empty() && active_ == 0) || !retry_.empty() || stopping_;
+        return (queue_.empty() && ungated_.empty() && meta_.empty() && active_ == 0) ||
+               !retry_.empty() || stopping_;
       });
       force_all_ = sync_all_ = false;
-      if (!retry_.empty()) {
-        result = Status::IOError("some files could not be flushed");
-        break;
+      failed.assign(retry_.begin(), retry_.end());
+    }
+    if (!failed.empty()) {
+      // The caller gets the cause (ENOSPC under the cap, EIO), not a generic error.
+      result = Status::IOError("some files could not be flushed");
+      for (auto& in : failed) {
+        std::lock_guard g(in->mu);
+        if (!in->flush_error.ok()) {
+          result = in->flush_error;
+          break;
+        }
       }
+      break;
     }
     if (!any) break;
   }
@@ -486,7 +567,7 @@ Status Flusher::flush_all(bool include_open) {
     for (auto& in : store_->ns_->all()) {
       std::lock_guard g(in->mu);
       if (in->dirty() && in->linked.load() && !in->flush_error.ok() &&
-          (include_open || in->open_writers == 0))
+          (include_open || in->active_writers == 0))
         return in->flush_error;
     }
   }

@@ -47,6 +47,10 @@ class Flusher {
 
   // Queues an inode for a flush. Requires in.mu.
   void enqueue_locked(const InodeRef& in, bool urgent);
+  // Queues the evictor's work (a copy forward, a re-logged snapshot): never
+  // held back by the capacity gate, and served even by a flusher that waits
+  // there, since the pass that would make room waits for it. Requires in.mu.
+  void enqueue_ungated_locked(const InodeRef& in);
   // Remembers an inode written while open (pressure write-out). Requires in.mu.
   void track_locked(const InodeRef& in);
   void untrack_locked(const InodeRef& in);
@@ -83,6 +87,12 @@ class Flusher {
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                      bool gate);
+  // Writes pending journal entries and the ungated queue; called by a flusher
+  // while its data waits for room.
+  void serve_ungated(Worker* w);
+  // Writes one part of a batch (not gated), then commits or fails it.
+  void write_part(Worker* w, std::vector<Captured>& part, std::vector<RecordEntry>& meta,
+                  bool sync);
   void finish_batch(std::vector<Captured>& batch, bool sync);
   void fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta, const Status& st);
 
@@ -92,6 +102,7 @@ class Flusher {
   mutable std::mutex q_mu_;
   std::condition_variable q_cv_;          // guarded by q_mu_
   std::deque<InodeRef> queue_;            // guarded by q_mu_
+  std::deque<InodeRef> ungated_;          // guarded by q_mu_: enqueue_ungated_locked
   std::vector<InodeRef> retry_;           // failed, retried at retry_at_; q_mu_
   std::unordered_set<InodeRef> writing_;  // guarded by q_mu_
   std::vector<RecordEntry> meta_;         // guarded by q_mu_

@@ -84,6 +84,9 @@ class Inode {
   uint64_t trunc_gen = 0;        // bumped by truncation: stale flushes must not land
   uint32_t open_count = 0;
   uint32_t open_writers = 0;
+  // Writable handles not sealed (see OpenFile::sealed): while > 0 the file is
+  // incomplete and only fsync or unmount may commit it.
+  uint32_t active_writers = 0;
   uint32_t fsync_waiters = 0;
   bool queued = false;       // in the flush queue
   bool in_flush = false;     // captured by a flusher, not yet committed

@@ -16,6 +16,7 @@
 #include <fuse_lowlevel.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "core/metrics.h"
@@ -34,8 +35,12 @@ struct OpLatencies {
   LatencyHistogram lookup, read, write, create, rename;
 };
 
+// One open of the control file. Thread-safe: a client may use one descriptor
+// from several threads, so reply is only touched under mu, and a read replies
+// from a copy (the handle may be released as soon as the client has its bytes).
 struct ControlHandle {
-  std::string reply;
+  std::mutex mu;
+  std::string reply;  // guarded by mu
 };
 
 // Runs one request; returns the JSON reply (errors included).

@@ -67,9 +67,14 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   guarded(req, [&] {
     if (off < 0) return (void)fuse_reply_err(req, EINVAL);
     if (ino == kControlIno) {
-      const std::string& r = reinterpret_cast<ControlHandle*>(fi->fh)->reply;
-      const size_t o = std::min(r.size(), static_cast<size_t>(off));
-      return (void)fuse_reply_buf(req, r.data() + o, std::min(size, r.size() - o));
+      auto* h = reinterpret_cast<ControlHandle*>(fi->fh);
+      std::string part;
+      {
+        std::lock_guard l(h->mu);
+        const size_t o = std::min(h->reply.size(), static_cast<size_t>(off));
+        part = h->reply.substr(o, std::min(size, h->reply.size() - o));
+      }
+      return (void)fuse_reply_buf(req, part.data(), part.size());
     }
     ScopedLatency t(ctx(req).lat.read);
     ReadResult rr;
@@ -87,8 +92,10 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_
     if (ino == kControlIno) {
       // One write is one request; its reply is read back from offset 0.
       auto* h = reinterpret_cast<ControlHandle*>(fi->fh);
-      h->reply = control_execute(*ctx(req).store, ctx(req).cfg, ctx(req).lat,
-                                 std::string(buf, size), fuse_req_ctx(req)->uid);
+      std::string reply = control_execute(*ctx(req).store, ctx(req).cfg, ctx(req).lat,
+                                          std::string(buf, size), fuse_req_ctx(req)->uid);
+      std::lock_guard l(h->mu);
+      h->reply = std::move(reply);
       return (void)fuse_reply_write(req, size);
     }
     ScopedLatency t(ctx(req).lat.write);
@@ -98,10 +105,15 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_
   });
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  // close() is cheap: data is queued for the flushers at release; fsync
-  // is the call that waits for the backing dir.
-  fuse_reply_err(req, 0);
+void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  // close() is cheap: it queues the file for the flushers and returns; fsync
+  // is the call that waits for the backing dir. It must mark the file
+  // complete here: the kernel sends release later, in the background, so a
+  // client's fsync of the directory can arrive before it.
+  guarded(req, [&] {
+    if (ino != kControlIno) ctx(req).store->closed(handle(fi));
+    fuse_reply_err(req, 0);
+  });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

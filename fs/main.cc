@@ -9,6 +9,7 @@
 // options, 2 the backing dir or index cannot be used, 3 the mount failed.
 #include <fcntl.h>
 #include <malloc.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <sys/stat.h>
@@ -68,15 +69,25 @@ int wait_for_child(int fd) {
   return code;
 }
 
-void setup_logging(const FsConfig& cfg, bool background) {
+// Returns an error message, or "" when logging is set up.
+std::string setup_logging(const FsConfig& cfg, bool background) {
   std::shared_ptr<spdlog::logger> l;
-  if (background)
+  if (!cfg.log_file.empty()) {
+    try {
+      l = spdlog::basic_logger_mt("kvfs", cfg.log_file);
+    } catch (const spdlog::spdlog_ex& e) {
+      return "cannot open log_file " + cfg.log_file + ": " + e.what();
+    }
+    l->set_pattern("%Y-%m-%d %H:%M:%S.%e kvfs[%P] %l: %v");
+  } else if (background) {
     l = spdlog::syslog_logger_mt("kvfs", "kvfs", LOG_PID, LOG_DAEMON);
-  else
+  } else {
     l = spdlog::stderr_color_mt("kvfs");
+  }
   spdlog::set_default_logger(l);
   spdlog::set_level(cfg.debug ? spdlog::level::debug : spdlog::level::from_str(cfg.log_level));
   spdlog::flush_on(spdlog::level::warn);
+  return "";
 }
 
 std::string escape_commas(const std::string& s) {
@@ -89,7 +100,10 @@ std::string escape_commas(const std::string& s) {
 }
 
 int serve(ParsedArgs& pa, bool background) {
-  setup_logging(pa.fs, background);
+  if (std::string e = setup_logging(pa.fs, background); !e.empty()) {
+    report(kExitUsage, e);
+    return kExitUsage;
+  }
   // Block buffers are 128 KiB..1 MiB: keep them mmap()ed so that freeing one
   // returns its memory (glibc would otherwise raise the threshold and keep
   // freed blocks in its heap, letting RSS drift above ram_size).
@@ -127,6 +141,7 @@ int serve(ParsedArgs& pa, bool background) {
 
   const fuse_lowlevel_ops& ops = kvfs_ops();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &fctx);
+  fuse_opt_free_args(&args);  // parsing may have copied them
   if (!se) {
     report(kExitMount, "cannot create the FUSE session (bad FUSE option?)");
     return kExitMount;

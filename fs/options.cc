@@ -108,6 +108,11 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
     return parse_seconds(val, &fs.attr_timeout) ? Status::OK() : bad("seconds");
   if (key == "negative_timeout")
     return parse_seconds(val, &fs.negative_timeout) ? Status::OK() : bad("seconds");
+  if (key == "log_file") {
+    if (val.empty() || val[0] != '/') return bad("an absolute path");
+    fs.log_file = val;
+    return Status::OK();
+  }
   if (key == "log_level") {
     static const char* const levels[] = {"trace", "debug",    "info", "warn",
                                          "error", "critical", "off"};
@@ -242,6 +247,7 @@ kvfs options (sizes take K, M, G, T suffixes):
   attr_timeout=SEC       kernel attribute cache (default 10)
   negative_timeout=SEC   kernel cache of absent names (default 10)
   log_level=LEVEL        trace|debug|info|warn|error|critical|off (default info)
+  log_file=PATH          log to this file (default: syslog; stderr with -f)
   capacity=SIZE          cap on the backing dir (default 80% of the space
                          available to kvfs at mount)
   high_watermark=F       eviction starts above F * capacity (default 0.95)

@@ -29,6 +29,9 @@ struct FsConfig {
   double attr_timeout = 10.0;
   double negative_timeout = 10.0;
   std::string log_level = "info";
+  // Where the daemon logs: empty = syslog in the background, stderr with -f.
+  // A file for hosts and containers without a syslog daemon.
+  std::string log_file;
   // Tell the kernel to forget evicted names at once (see fs/main.cc).
   bool invalidate = false;
   bool allow_other = false;

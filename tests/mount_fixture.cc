@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <set>
@@ -97,6 +99,13 @@ KvfsMount::KvfsMount() {
 
 KvfsMount::~KvfsMount() {
   if (mounted()) unmount();
+  // A failed test shows what the daemon logged (all its mounts in this tree).
+  if (::testing::Test::HasFailure()) {
+    const std::string tail = log_tail(16384);
+    if (!tail.empty())
+      std::fprintf(stderr, "---- end of the kvfs log (%s) ----\n%s---- end ----\n",
+                   log_file().c_str(), tail.c_str());
+  }
   std::error_code ec;
   std::filesystem::remove_all(root_, ec);
 }
@@ -104,6 +113,7 @@ KvfsMount::~KvfsMount() {
 RunResult KvfsMount::mount(const std::string& opts) {
   std::string o = "index_dir=" + index_;
   if (opts.find("ram_size=") == std::string::npos) o += ",ram_size=256M";
+  if (opts.find("log_file=") == std::string::npos) o += ",log_file=" + log_file();
   if (!opts.empty()) o += "," + opts;
   RunResult r = run_command({kvfs_binary(), backing_, mnt_, "-o", o});
   if (r.exit_code == 0) {
@@ -132,6 +142,15 @@ void KvfsMount::unmount() {
   g_pids.erase(pid_);
   g_mounts.erase(mnt_);
   pid_ = -1;
+}
+
+std::string KvfsMount::log_tail(size_t max_bytes) const {
+  std::ifstream in(log_file(), std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (all.size() <= max_bytes) return all;
+  std::string t = all.substr(all.size() - max_bytes);
+  const size_t nl = t.find('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
 void KvfsMount::kill9() {

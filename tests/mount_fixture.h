@@ -32,8 +32,9 @@ class KvfsMount {
   KvfsMount(const KvfsMount&) = delete;
   KvfsMount& operator=(const KvfsMount&) = delete;
 
-  // Starts `kvfs backing mnt -o index_dir=...,ram_size=...,<opts>` and returns
-  // its result (0 = mounted). The default ram_size is 256M unless opts has one.
+  // Starts `kvfs backing mnt -o index_dir=...,ram_size=...,log_file=...,<opts>`
+  // and returns its result (0 = mounted). The default ram_size is 256M unless
+  // opts has one; every mount of this instance appends to log_file().
   RunResult mount(const std::string& opts = "");
   // Mounts and fails the test (ASSERT-style: returns false) if it did not work.
   bool mount_ok(const std::string& opts = "");
@@ -51,6 +52,10 @@ class KvfsMount {
   const std::string& backing() const { return backing_; }
   const std::string& index_dir() const { return index_; }
   void set_backing(const std::string& dir) { backing_ = dir; }
+  std::string log_file() const { return root_ + "/kvfs.log"; }
+  // The last max_bytes of the daemon's log, from a line start. A failed test
+  // prints it when the instance goes away.
+  std::string log_tail(size_t max_bytes) const;
 
   // Waits (pidfd + poll, no sleeping) for pid to exit; false on timeout.
   static bool wait_exit(pid_t pid, int timeout_ms);

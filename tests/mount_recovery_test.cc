@@ -333,6 +333,40 @@ TEST(Recovery, RenamedAndUnlinkedAfterCloseStayThatWay) {
   check("after rebuilding the index from the segments");
 }
 
+// close() is the moment a file is complete, not the kernel's release, which
+// arrives later in the background: a dup'ed descriptor keeps the release from
+// coming at all, and a directory fsync after the close must still cover the
+// file. Data written after that close (through the dup) is not committed by
+// the next directory fsync: the file comes back as it was at the close.
+TEST(Recovery, DirFsyncAfterCloseCoversFileBeforeRelease) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok());
+  const std::string dir = m.path("d");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << err();
+  const std::string f = dir + "/block.bin";
+  const std::string first = content(3 * kMiB + 123, 71), second = content(kMiB, 72);
+  int fd = ::open(f.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0) << err();
+  ASSERT_EQ(::write(fd, first.data(), first.size()), static_cast<ssize_t>(first.size()));
+  const int keep = ::dup(fd);  // holds the open file: no release
+  ASSERT_GE(keep, 0) << err();
+  ASSERT_EQ(::close(fd), 0) << err();
+  auto fsync_dir = [&] {
+    int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(d, 0) << err();
+    EXPECT_EQ(::fsync(d), 0) << err();
+    ::close(d);
+  };
+  fsync_dir();
+  ASSERT_EQ(::pwrite(keep, second.data(), second.size(), static_cast<off_t>(first.size())),
+            static_cast<ssize_t>(second.size()));
+  fsync_dir();  // the file is open again: its new tail is not complete
+  m.kill9();
+  ::close(keep);
+  ASSERT_TRUE(m.mount_ok());
+  EXPECT_EQ(absent_or_exact(f, first), "exact");
+}
+
 // kill -9 after fsync'ed, dir-fsync'ed and unsynced files, five times over.
 TEST(Recovery, Kill9LoopKeepsSyncedNeverPartial) {
   KvfsMount m;
