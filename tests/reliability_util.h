@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -110,10 +112,21 @@ inline uint64_t stat_u64(const nlohmann::json& j, const char* ptr) {
   return j.contains(p) && j.at(p).is_number_unsigned() ? j.at(p).get<uint64_t>() : 0;
 }
 
+// True while pid runs: exists and is not a zombie (a daemonized kvfs is
+// reparented, and its new parent may be slow to reap it).
+inline bool process_alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
 // The daemon is alive and its mount answers.
 inline std::string daemon_healthy(const KvfsMount& m) {
-  if (::kill(m.daemon_pid(), 0) != 0)
-    return "daemon " + std::to_string(m.daemon_pid()) + " is gone: " + std::strerror(errno);
+  if (!process_alive(m.daemon_pid()))
+    return "daemon " + std::to_string(m.daemon_pid()) + " is gone";
   struct stat st;
   if (::stat(m.mnt().c_str(), &st) != 0) return std::string("stat(mnt): ") + std::strerror(errno);
   if (::stat((m.mnt() + "/.kvfs-control").c_str(), &st) != 0)

@@ -64,7 +64,7 @@ for f in "${fuzzers[@]}"; do
   echo "== $f for ${secs}s (corpus $corpus, seeds $seeds)"
   "$build/tests/$f" -max_total_time="$secs" -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$f-" "${flags[@]}" "$corpus" "$seeds" \
-    2>&1 | tee "$build/$f.log" | grep -E "^#[0-9]+ +(DONE|INITED)|ERROR|SUMMARY|fuzz_|stat::number_of_executed_units|Test unit written"
+    2>&1 | tee "$build/$f.log" | grep -E "^#[0-9]+[[:space:]]+(DONE|INITED)|ERROR|SUMMARY|fuzz_|stat::number_of_executed_units|Test unit written"
   rc=${PIPESTATUS[0]}
   if [[ $rc -ne 0 ]]; then
     failed+=("$f")
