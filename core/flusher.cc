@@ -424,6 +424,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
         // in the index, and write a fresh snapshot so the segments agree.
         c.snap.parent = c.in->parent;
         c.snap.name = c.in->name;
+        std::lock_guard g(c.in->mu);  // requeue is the inode's; mu_ is only shared here
         c.in->requeue = true;
       }
       ib.puts.push_back(&c.snap);

@@ -5,8 +5,39 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <shared_mutex>
+
+#include "core/log.h"
+
 namespace kvfs {
 namespace {
+
+LogLimiter g_reopen_log;
+
+// RocksDB's messages go to kvfs's log, warnings and up. Its own LOG file in
+// the index dir would be one more file written through write(2): a failing
+// disk fails it too, and Debian's librocksdb (built with assertions) aborts
+// the daemon on the next line written to a log file that saw an error.
+class RocksLogger : public rocksdb::Logger {
+ public:
+  RocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) return;
+    char buf[1024];
+    std::vsnprintf(buf, sizeof(buf), format, ap);
+    const auto l = level >= rocksdb::InfoLogLevel::FATAL_LEVEL   ? spdlog::level::critical
+                   : level >= rocksdb::InfoLogLevel::ERROR_LEVEL ? spdlog::level::err
+                                                                 : spdlog::level::warn;
+    spdlog::log(l, "index (rocksdb): {}", buf);
+  }
+};
 
 std::string inode_key(uint64_t ino) {
   std::string k(9, '\0');
@@ -25,30 +56,43 @@ Status from_rocks(const rocksdb::Status& s, const char* what) {
 
 }  // namespace
 
-struct Index::Impl {
-  std::unique_ptr<rocksdb::DB> db;
-};
-
-Result<std::unique_ptr<Index>> Index::Open(const std::string& dir) {
+rocksdb::Options db_options() {
   rocksdb::Options o;
   o.create_if_missing = true;
   o.paranoid_checks = true;
   o.max_background_jobs = 2;
-  o.keep_log_file_num = 3;
-  o.max_log_file_size = 8 << 20;
   o.write_buffer_size = 8 << 20;  // counts against the daemon's fixed overhead
   o.max_write_buffer_number = 2;
   o.compression = rocksdb::kNoCompression;  // values are small and hashed
+  o.info_log = std::make_shared<RocksLogger>();
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = nullptr;
   t.no_block_cache = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(o, dir, &raw);
-  if (!s.ok()) return from_rocks(s, ("open index " + dir).c_str());
+  return o;
+}
+
+struct Index::Impl {
+  std::string dir;
+  // Readers and writers hold mu shared; a reopen after a fatal write error
+  // holds it exclusively. db is null while a reopen keeps failing.
+  std::shared_mutex mu;
+  std::unique_ptr<rocksdb::DB> db;  // guarded by mu
+
+  rocksdb::Status open_locked() {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(db_options(), dir, &raw);
+    if (s.ok()) db.reset(raw);
+    return s;
+  }
+};
+
+Result<std::unique_ptr<Index>> Index::Open(const std::string& dir) {
   std::unique_ptr<Index> idx(new Index);
   idx->impl_ = std::make_unique<Impl>();
-  idx->impl_->db.reset(raw);
+  idx->impl_->dir = dir;
+  rocksdb::Status s = idx->impl_->open_locked();
+  if (!s.ok()) return from_rocks(s, ("open index " + dir).c_str());
   return idx;
 }
 
@@ -64,6 +108,8 @@ Index::~Index() {
 }
 
 Result<std::string> Index::get_meta(const std::string& key) {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
   std::string v;
   rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), "M:" + key, &v);
   if (!s.ok()) return from_rocks(s, key.c_str());
@@ -71,12 +117,16 @@ Result<std::string> Index::get_meta(const std::string& key) {
 }
 
 Status Index::put_meta(const std::string& key, const std::string& value) {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
   rocksdb::WriteOptions w;
   w.sync = true;
   return from_rocks(impl_->db->Put(w, "M:" + key, value), "put meta");
 }
 
 Status Index::load_all(const std::function<void(InodeSnapshot&&)>& fn) {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro));
@@ -104,7 +154,33 @@ Status Index::commit(const IndexBatch& b, bool sync) {
   if (b.next_seq) wb.Put("M:next_seq", std::to_string(b.next_seq));
   rocksdb::WriteOptions w;
   w.sync = sync;
-  return from_rocks(impl_->db->Write(w, &wb), "commit index");
+  rocksdb::Status s;
+  {
+    std::shared_lock l(impl_->mu);
+    s = impl_->db ? impl_->db->Write(w, &wb) : rocksdb::Status::IOError("index unavailable");
+  }
+  if (s.ok() || s.IsCorruption()) return from_rocks(s, "commit index");
+  // A failed WAL write or sync leaves RocksDB refusing every later write (a
+  // fatal background error) even once the disk is fine again. Resume() clears
+  // the errors it can; the others need the database closed and opened again,
+  // which replays the WAL. Neither works while the fault lasts: then this
+  // commit fails and the next one tries again. The batch is written again
+  // after a recovery (its puts and deletes are idempotent).
+  std::unique_lock l(impl_->mu);
+  rocksdb::Status r = impl_->db ? impl_->db->Resume() : rocksdb::Status::IOError("closed");
+  if (!r.ok()) {
+    if (impl_->db) (void)impl_->db->Close();
+    impl_->db.reset();
+    r = impl_->open_locked();
+  }
+  if (r.ok()) {
+    spdlog::warn("index: recovered after a write error ({})", s.ToString());
+    s = impl_->db->Write(w, &wb);
+  } else if (uint64_t held = 0; g_reopen_log.allow(&held)) {
+    spdlog::error("index: cannot recover from a write error ({}) yet: {} ({} similar not shown)",
+                  s.ToString(), r.ToString(), held);
+  }
+  return from_rocks(s, "commit index");
 }
 
 }  // namespace kvfs

@@ -6,7 +6,9 @@
 // Keys: "I" + big-endian ino -> encoded InodeSnapshot
 //       "M:backing_id", "M:next_ino", "M:next_seq" -> decimal strings
 //
-// Thread-safe (RocksDB is). No other header sees RocksDB.
+// Thread-safe: RocksDB is; a shared_mutex lets a reopen (after a write error
+// RocksDB will not clear itself) wait for calls in flight. No other header
+// sees RocksDB.
 #pragma once
 
 #include <cstdint>

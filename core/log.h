@@ -1,5 +1,5 @@
-// Logging: spdlog's default logger, set up once by the daemon (stderr in the
-// foreground, syslog in the background). Nothing is logged per I/O at the
+// Logging: spdlog's default logger, set up once by the daemon (log_file if
+// given, else stderr in the foreground, syslog in the background). Nothing is logged per I/O at the
 // default level (info); every error a client sees as EIO or ENOSPC is logged
 // once, through LogLimiter, so a failing disk cannot flood the log.
 #pragma once

@@ -7,3 +7,12 @@ tools/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j2 "$@"
+# The same unit and mount tests again under AddressSanitizer with
+# UndefinedBehaviorSanitizer (a second build, build-asan/; the crash loop runs
+# KVFS_SAN_CRASH_ITERS kills there, 6 by default), then ThreadSanitizer over
+# the store, evictor and races tests (build-tsan/). KVFS_SANITIZERS picks the
+# runs: "asan tsan" by default, "none" skips them.
+for san in ${KVFS_SANITIZERS-asan tsan}; do
+  [[ $san == none ]] && continue
+  JOBS=$(nproc) KVFS_CRASH_ITERS=${KVFS_SAN_CRASH_ITERS:-6} tests/run_sanitizers.sh "$san" -j2
+done
