@@ -13,6 +13,8 @@
 // the RAM tier is full of dirty data; then their dirty blocks are written out
 // ahead (kBlocks records) without a commit, so a file larger than RAM can be
 // written, and is committed only when it is complete (closed or fsynced).
+// "Closed" is the client's close() (Inode::active_writers), not the kernel's
+// release, which comes later and in the background.
 //
 // Thread-safe. Lock order: Namespace::mu_ -> Inode::mu -> q_mu_.
 #pragma once
