@@ -158,6 +158,9 @@ Status BlockStore::Close() {
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
   if (!st.ok()) spdlog::error("unmount: some data could not be flushed: {}", st.ToString());
+  std::lock_guard l(open_mu_);
+  for (OpenFile* f : open_files_) delete f;
+  open_files_.clear();
   return st;
 }
 

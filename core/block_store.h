@@ -23,9 +23,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "core/config.h"
@@ -184,6 +186,8 @@ class BlockStore : public Journal {
   Status load();
   Result<InodeRef> node(uint64_t ino);
   Attr attr_locked(const Inode& in) const;
+  // Registers a new handle in open_files_; returns it.
+  OpenFile* track_handle(OpenFile* f);
   Status truncate_locked(Inode& in, uint64_t size);
   Status read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out);
   void drop_file(const InodeRef& in, const Status& why);
@@ -209,6 +213,11 @@ class BlockStore : public Journal {
   std::atomic<bool> closed_{false};
   std::thread prefault_;  // BufferPool::prefill at mount
   std::atomic<bool> stop_prefault_{false};
+  // Handles not yet released. A lazy unmount, or a connection that dies,
+  // ends the session without the kernel's release: Close() frees the rest.
+  // open_mu_ is a leaf.
+  std::mutex open_mu_;
+  std::unordered_set<OpenFile*> open_files_;  // guarded by open_mu_
 
   std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
   std::atomic<uint64_t> checksum_errors_{0}, io_errors_{0}, dropped_files_{0};

@@ -56,7 +56,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
   in->nlookup.fetch_add(1);
   in->touch(now_ns());
   *attr = attr_locked(*in);
-  return new OpenFile{in, writable, (flags & O_NOATIME) != 0};
+  return track_handle(new OpenFile{in, writable, (flags & O_NOATIME) != 0});
 }
 
 Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
@@ -78,7 +78,13 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   }
   ++in->open_count;
   if (writable) ++in->open_writers, ++in->active_writers;
-  return new OpenFile{in, writable, (flags & O_NOATIME) != 0};
+  return track_handle(new OpenFile{in, writable, (flags & O_NOATIME) != 0});
+}
+
+OpenFile* BlockStore::track_handle(OpenFile* f) {
+  std::lock_guard l(open_mu_);
+  open_files_.insert(f);
+  return f;
 }
 
 void BlockStore::closed(OpenFile* f) {
@@ -94,6 +100,10 @@ void BlockStore::closed(OpenFile* f) {
 }
 
 void BlockStore::release(OpenFile* f) {
+  {
+    std::lock_guard l(open_mu_);
+    open_files_.erase(f);
+  }
   InodeRef in = std::move(f->in);
   const bool writable = f->writable;
   const bool sealed = f->sealed;

@@ -1,3 +1,6 @@
+// Flusher, the threads' side: taking a batch, capturing, writing records,
+// committing to the index, failing and retrying. The callers' side (queues,
+// flush_all) is in flusher_queue.cc.
 #include "core/flusher.h"
 
 #include <algorithm>
@@ -62,87 +65,6 @@ Status Flusher::stop() {
   for (auto& w : workers_) w->thread.join();
   workers_.clear();
   return st;
-}
-
-void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
-  if (in->in_flush) {
-    in->requeue = true;
-    return;
-  }
-  if (in->queued) return;
-  in->queued = true;
-  {
-    std::lock_guard l(q_mu_);
-    if (urgent)
-      queue_.push_front(in);
-    else
-      queue_.push_back(in);
-    if (urgent) retry_at_ = {};
-  }
-  q_cv_.notify_one();
-}
-
-void Flusher::enqueue_ungated_locked(const InodeRef& in) {
-  if (in->in_flush) {
-    in->requeue = true;
-    return;
-  }
-  {
-    std::lock_guard l(q_mu_);
-    ungated_.push_back(in);
-  }
-  q_cv_.notify_one();
-}
-
-void Flusher::track_locked(const InodeRef& in) {
-  if (in->tracked) return;
-  in->tracked = true;
-  std::lock_guard l(q_mu_);
-  writing_.insert(in);
-}
-
-void Flusher::untrack_locked(const InodeRef& in) {
-  if (!in->tracked) return;
-  in->tracked = false;
-  std::lock_guard l(q_mu_);
-  writing_.erase(in);
-}
-
-void Flusher::add_meta(std::vector<RecordEntry> entries) {
-  {
-    std::lock_guard l(q_mu_);
-    for (auto& e : entries) meta_.push_back(std::move(e));
-  }
-  q_cv_.notify_one();
-}
-
-void Flusher::retry_now() {
-  {
-    std::lock_guard l(q_mu_);
-    retry_at_ = {};
-  }
-  q_cv_.notify_all();
-}
-
-void Flusher::on_pressure() {
-  {
-    std::lock_guard l(q_mu_);
-    pressure_ = true;
-  }
-  q_cv_.notify_all();
-}
-
-uint64_t Flusher::queued() const {
-  std::lock_guard l(q_mu_);
-  return queue_.size() + retry_.size();
-}
-
-void Flusher::wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done) {
-  durable_cv_.wait(l, done);
-}
-
-void Flusher::wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::milliseconds d) {
-  durable_cv_.wait_for(l, d);
 }
 
 bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c) {
@@ -512,67 +434,6 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   }
   store_->ram_->set_flush_error(st);
   durable_cv_.notify_all();
-}
-
-Status Flusher::flush_all(bool include_open) {
-  Status result;
-  std::vector<InodeRef> failed;
-  for (int round = 0; round < 3; ++round) {
-    bool any = false;
-    {
-      std::lock_guard l(q_mu_);
-      force_all_ = include_open;
-      sync_all_ = true;
-      for (auto& in : retry_) queue_.push_back(std::move(in));
-      retry_.clear();
-      retry_at_ = {};
-    }
-    for (auto& in : store_->ns_->all()) {
-      std::lock_guard g(in->mu);
-      if (in->atime_dirty && !in->dirty() && in->linked.load()) ++in->version;
-      in->atime_dirty = false;
-      // A file still open for writing is incomplete: committing it would
-      // let a crash bring it back partial. Only unmount takes it as it is.
-      if (in->active_writers > 0 && !include_open) continue;
-      if ((in->dirty() && in->linked.load()) || in->in_flush) {
-        enqueue_locked(in, false);
-        any = true;
-      }
-    }
-    {
-      std::unique_lock l(q_mu_);
-      any |= !meta_.empty();
-      q_cv_.notify_all();
-      idle_cv_.wait(l, [&] {
-        return (queue_.empty() && ungated_.empty() && meta_.empty() && active_ == 0) ||
-               !retry_.empty() || stopping_;
-      });
-      force_all_ = sync_all_ = false;
-      failed.assign(retry_.begin(), retry_.end());
-    }
-    if (!failed.empty()) {
-      // The caller gets the cause (ENOSPC under the cap, EIO), not a generic error.
-      result = Status::IOError("some files could not be flushed");
-      for (auto& in : failed) {
-        std::lock_guard g(in->mu);
-        if (!in->flush_error.ok()) {
-          result = in->flush_error;
-          break;
-        }
-      }
-      break;
-    }
-    if (!any) break;
-  }
-  if (result.ok()) {
-    for (auto& in : store_->ns_->all()) {
-      std::lock_guard g(in->mu);
-      if (in->dirty() && in->linked.load() && !in->flush_error.ok() &&
-          (include_open || in->active_writers == 0))
-        return in->flush_error;
-    }
-  }
-  return result;
 }
 
 }  // namespace kvfs
