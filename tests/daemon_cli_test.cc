@@ -84,6 +84,32 @@ TEST(DaemonCli, InvalidSizeIsUsageError) {
   EXPECT_FALSE(is_mounted(m.mnt()));
 }
 
+TEST(DaemonCli, LogFileMustBeAbsoluteAndWritable) {
+  KvfsMount m;
+  RunResult r = m.mount("log_file=relative.log");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("log_file"), std::string::npos) << r.output;
+  EXPECT_EQ(lines(r.output), 1) << r.output;
+  EXPECT_FALSE(is_mounted(m.mnt()));
+  // Below a regular file: no directory can be made there.
+  const std::string plain = m.root() + "/plain";
+  ASSERT_TRUE(write_file(plain, "x"));
+  const std::string unopenable = plain + "/kvfs.log";
+  r = m.mount("log_file=" + unopenable);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(unopenable), std::string::npos) << r.output;
+  EXPECT_FALSE(is_mounted(m.mnt()));
+  if (r.exit_code == 0) m.unmount();
+  // A good one receives the daemon's lines.
+  const std::string log = m.root() + "/mine.log";
+  ASSERT_TRUE(m.mount_ok("log_file=" + log));
+  m.unmount();
+  std::string text;
+  ASSERT_TRUE(read_file(log, &text));
+  EXPECT_NE(text.find("mounted"), std::string::npos) << text;
+  EXPECT_NE(text.find("stopped"), std::string::npos) << text;
+}
+
 TEST(DaemonCli, MissingBackingDirFailsClearly) {
   KvfsMount m;
   const std::string missing = m.root() + "/no/such/backing";
