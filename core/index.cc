@@ -54,8 +54,6 @@ Status from_rocks(const rocksdb::Status& s, const char* what) {
   return Status::IOError(std::string(what) + ": " + s.ToString());
 }
 
-}  // namespace
-
 rocksdb::Options db_options() {
   rocksdb::Options o;
   o.create_if_missing = true;
@@ -71,6 +69,8 @@ rocksdb::Options db_options() {
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   return o;
 }
+
+}  // namespace
 
 struct Index::Impl {
   std::string dir;
