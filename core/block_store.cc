@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 
 #include "core/flusher.h"
@@ -105,39 +106,42 @@ Status BlockStore::load() {
     }
   }
 
-  std::vector<InodeSnapshot> snaps;
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const Clock::time_point t0 = Clock::now();
   uint64_t max_seq = 0;
+  // An inode whose data points into a missing segment cannot be served.
+  IndexBatch drop;
   auto collect = [&](InodeSnapshot&& s) {
     max_seq = std::max(max_seq, s.seq);
-    snaps.push_back(std::move(s));
+    for (auto& be : s.extents) {
+      if (segs_->has_segment(be.ext.seg)) continue;
+      spdlog::warn("inode {} ({}) points into a missing segment; dropped", s.ino, s.name);
+      drop.deletes.push_back(s.ino);
+      return;
+    }
+    ns_->load_add(std::move(s));
   };
+  ns_->load_reserve(index_->estimate_inodes());
   Status ls = index_->load_all(collect);
   if (!ls.ok()) {
-    snaps.clear();
+    ns_->load_clear();
+    drop.deletes.clear();
     KVFS_RETURN_IF_ERROR(rebuild("unreadable: " + ls.ToString()));
     KVFS_RETURN_IF_ERROR(index_->load_all(collect));
   }
-  // An inode whose data points into a missing segment cannot be served.
-  IndexBatch drop;
-  std::vector<InodeSnapshot> usable;
-  usable.reserve(snaps.size());
-  for (auto& s : snaps) {
-    bool ok = true;
-    for (auto& be : s.extents) ok &= segs_->has_segment(be.ext.seg);
-    if (ok) {
-      usable.push_back(std::move(s));
-    } else {
-      spdlog::warn("inode {} ({}) points into a missing segment; dropped", s.ino, s.name);
-      drop.deletes.push_back(s.ino);
-    }
-  }
+  const double scan_s = since(t0);
+  const Clock::time_point t1 = Clock::now();
   std::vector<uint64_t> orphans;
-  ns_->load(usable, &orphans);
-  for (auto& in : ns_->all()) {
-    in->touch(std::max(in->atime_ns, in->mtime_ns));
-    for (auto& b : in->blocks)
+  ns_->load_finish(rebuilt_, &orphans);
+  const double tree_s = since(t1);
+  const Clock::time_point t2 = Clock::now();
+  ns_->for_each([this](Inode& in) {
+    for (auto& b : in.blocks)
       if (b.ext.valid()) segs_->add_live(b.ext);
-  }
+  });
   for (uint64_t o : orphans) drop.deletes.push_back(o);
   if (!orphans.empty())
     spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
@@ -147,6 +151,8 @@ Status BlockStore::load() {
   if (auto ns = index_->get_meta("next_seq"); ns.ok())
     max_seq = std::max<uint64_t>(max_seq, std::strtoull(ns->c_str(), nullptr, 10));
   next_seq_ = max_seq + 1;
+  spdlog::info("index loaded: {} inodes in {:.2f} s (scan {:.2f} s, tree {:.2f} s, usage {:.2f} s)",
+               ns_->count(), since(t0), scan_s, tree_s, since(t2));
   return ns_->ensure_root(::geteuid(), ::getegid());
 }
 
@@ -158,9 +164,14 @@ Status BlockStore::Close() {
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
   if (!st.ok()) spdlog::error("unmount: some data could not be flushed: {}", st.ToString());
-  std::lock_guard l(open_mu_);
-  for (OpenFile* f : open_files_) delete f;
-  open_files_.clear();
+  {
+    std::lock_guard l(open_mu_);
+    for (OpenFile* f : open_files_) delete f;
+    open_files_.clear();
+  }
+  // Nothing writes the index any more: close it now, so that a caller that
+  // exits without destroying the store (see fs/main.cc) leaves it closed.
+  if (index_) index_->close();
   return st;
 }
 

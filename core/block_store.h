@@ -110,7 +110,8 @@ class BlockStore : public Journal {
   static Result<std::unique_ptr<BlockStore>> Open(const StoreConfig& cfg);
   ~BlockStore() override;
 
-  // Writes every dirty file and stops the flushers. Idempotent.
+  // Writes every dirty file, stops the flushers and closes the index; the
+  // store serves nothing afterwards. Idempotent.
   Status Close();
 
   const StoreConfig& config() const { return cfg_; }

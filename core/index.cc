@@ -78,6 +78,7 @@ struct Index::Impl {
   // holds it exclusively. db is null while a reopen keeps failing.
   std::shared_mutex mu;
   std::unique_ptr<rocksdb::DB> db;  // guarded by mu
+  bool closed = false;              // guarded by mu; close() was called
 
   rocksdb::Status open_locked() {
     rocksdb::DB* raw = nullptr;
@@ -102,9 +103,15 @@ Status Index::Destroy(const std::string& dir) {
 }
 
 Index::~Index() {
-  if (impl_ && impl_->db) {
-    (void)impl_->db->Close();
-  }
+  close();
+}
+
+void Index::close() {
+  if (!impl_) return;
+  std::unique_lock l(impl_->mu);
+  impl_->closed = true;
+  if (impl_->db) (void)impl_->db->Close();
+  impl_->db.reset();
 }
 
 Result<std::string> Index::get_meta(const std::string& key) {
@@ -122,6 +129,13 @@ Status Index::put_meta(const std::string& key, const std::string& value) {
   rocksdb::WriteOptions w;
   w.sync = true;
   return from_rocks(impl_->db->Put(w, "M:" + key, value), "put meta");
+}
+
+uint64_t Index::estimate_inodes() {
+  std::shared_lock l(impl_->mu);
+  uint64_t n = 0;
+  if (!impl_->db || !impl_->db->GetIntProperty("rocksdb.estimate-num-keys", &n)) return 0;
+  return n;
 }
 
 Status Index::load_all(const std::function<void(InodeSnapshot&&)>& fn) {
@@ -167,6 +181,7 @@ Status Index::commit(const IndexBatch& b, bool sync) {
   // commit fails and the next one tries again. The batch is written again
   // after a recovery (its puts and deletes are idempotent).
   std::unique_lock l(impl_->mu);
+  if (impl_->closed) return from_rocks(s, "commit index");
   rocksdb::Status r = impl_->db ? impl_->db->Resume() : rocksdb::Status::IOError("closed");
   if (!r.ok()) {
     if (impl_->db) (void)impl_->db->Close();

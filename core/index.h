@@ -37,10 +37,14 @@ class Index {
   // Removes the database at dir (before a rebuild).
   static Status Destroy(const std::string& dir);
   ~Index();
+  // Closes the database; every later call fails with "index unavailable".
+  void close();
 
   Result<std::string> get_meta(const std::string& key);
   Status put_meta(const std::string& key, const std::string& value);
 
+  // RocksDB's estimate of the number of inodes (to size tables); may be off.
+  uint64_t estimate_inodes();
   // Calls fn for every stored snapshot; a value that does not decode is a
   // Corruption (the caller rebuilds).
   Status load_all(const std::function<void(InodeSnapshot&&)>& fn);

@@ -56,9 +56,18 @@ class Namespace {
 
   std::shared_mutex& mu() const { return mu_; }
 
-  // Startup only: builds the tree from the index's snapshots. Snapshots whose
-  // parent is missing or not a directory are dropped (returned in orphans).
-  void load(std::vector<InodeSnapshot>& snaps, std::vector<uint64_t>* orphans);
+  // Startup only, before the namespace is shared: load_add() each snapshot
+  // the index holds (streamed, no copy of the whole index in between), then
+  // load_finish() links the tree. An inode whose parent is missing or not a
+  // directory is dropped with everything under it (returned in orphans).
+  // check_cycles (after an index rebuild) also drops directories the root
+  // cannot reach. load_clear() forgets what was added (the scan failed).
+  void load_reserve(size_t inodes);
+  void load_add(InodeSnapshot&& s);
+  void load_finish(bool check_cycles, std::vector<uint64_t>* orphans);
+  void load_clear();
+  // Calls fn for every inode, with mu_ held shared (fn must not call back).
+  void for_each(const std::function<void(Inode&)>& fn) const;
   // Startup only: makes a root directory if load() found none.
   Status ensure_root(uint32_t uid, uint32_t gid);
 
@@ -124,6 +133,7 @@ class Namespace {
   void link_locked(Inode* dir, const InodeRef& child, std::string name);
   void unlink_locked(Inode* dir, const InodeRef& child);
   bool unused_locked(Inode& in);
+  void drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans);
 
   Journal* const journal_;
   mutable std::shared_mutex mu_;

@@ -31,6 +31,17 @@
 
 using namespace kvfs;
 
+#if defined(__SANITIZE_ADDRESS__)
+#define KVFS_LEAK_CHECKS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVFS_LEAK_CHECKS 1
+#endif
+#endif
+#ifndef KVFS_LEAK_CHECKS
+#define KVFS_LEAK_CHECKS 0
+#endif
+
 namespace {
 
 constexpr int kExitUsage = 1;
@@ -190,7 +201,15 @@ int serve(ParsedArgs& pa, bool background) {
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   Status cs = (*store)->Close();
+  // Freeing the namespace inode by inode takes seconds with millions of
+  // files (3-4 s for 1.65M inodes here), and a remount waits for this exit;
+  // the kernel frees the address space at once. Close() has written all
+  // data and closed the index. Leak checkers still get the full teardown.
+#if KVFS_LEAK_CHECKS
   store->reset();
+#else
+  (void)store->release();
+#endif
   spdlog::info("stopped{}", cs.ok() ? "" : " with unflushed data: " + cs.ToString());
   spdlog::shutdown();
   // libfuse reports the signal that ended the loop as its result: SIGTERM,
