@@ -16,6 +16,9 @@ namespace {
 
 constexpr int64_t kSec = 1000000000;
 constexpr uint64_t kMetaReserve = 1 << 20;
+// Compaction rewrites a segment's live part to free the rest: never more than
+// it frees.
+constexpr double kCompactMaxLive = 0.5;
 
 bool is_tmp_name(const std::string& n) {
   return (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) ||
@@ -419,7 +422,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   return true;
 }
 
-void Evictor::reclaim(uint64_t target_used, int64_t now) {
+void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
   BlockStore& st = *store_;
   auto list = st.segs_->list();
   std::vector<SegmentInfo> v;
@@ -430,9 +433,11 @@ void Evictor::reclaim(uint64_t target_used, int64_t now) {
   for (auto& s : v) {
     const uint64_t used = st.segs_->used_bytes();
     if (used <= target_used) break;
-    if (s.live > 0 && ratio(s) > st.cfg_.reclaim_ratio) break;
+    const bool sparse = s.live == 0 || ratio(s) <= st.cfg_.reclaim_ratio;
+    if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
     // Copying needs room under the flush gate (capacity plus one segment,
-    // less the metadata reserve); without it the segment goes whole.
+    // less the metadata reserve); without it the segment goes whole, with
+    // the files in it that may be evicted.
     const bool copy = used + inflight_.load() + s.live + 2 * kMetaReserve <=
                       capacity_.load() + st.cfg_.segment_size;
     // The copies bypass the flush gate: hold their room until they are written.
@@ -467,9 +472,16 @@ void Evictor::pass(bool backing_full) {
     const uint64_t now_used = segs.used_bytes();
     if (now_used <= target) break;
     evict_lru(now_used - target, now);
-    reclaim(target, now);
+    reclaim(target, now, false);
     if (segs.used_bytes() >= now_used) break;  // no progress: all protected
   }
+  // A pass that freed nothing, with the live data under the target: the
+  // excess is dead space in segments too full to be reclaimed, each holding
+  // a few live files the LRU may not take (open, in their grace period).
+  // Compact the sparsest (copy forward while there is room, else evict with
+  // them) rather than refuse writes while much of the disk is holes. Only
+  // then: copying costs writes and the copies hold flush room meanwhile.
+  if (segs.used_bytes() >= used && segs.live_bytes() <= target) reclaim(target, now, true);
   if (segs.used_bytes() < used) {
     // Room was made: writers refused for lack of it may go again.
     store_->no_space_ = false;

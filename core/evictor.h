@@ -7,9 +7,12 @@
 // reclaims segments: an empty one is deleted; one whose live fraction is under
 // reclaim_ratio has its remaining files copied forward (made dirty again and
 // rewritten by the flushers into the current segment) while there is room,
-// or evicted with it when there is none. Segments are deleted only once
-// nothing points into them and every snapshot they held for a live inode was
-// written again elsewhere (so an index rebuild still finds every file).
+// or evicted with it when there is none. If a pass frees nothing while the
+// live data fits (dead space in fuller segments, next to files the LRU may
+// not take), the sparsest segments are compacted the same way, up to 50 %
+// live. Segments are deleted only once nothing points into them and
+// every snapshot they held for a live inode was written again elsewhere (so
+// an index rebuild still finds every file).
 //
 // Never evicted: open files, files looked up / stat'ed / read / touched within
 // evict_grace (plus the kernel's cache timeouts), and dirty files. The
@@ -110,7 +113,10 @@ class Evictor {
                   const std::function<bool(Inode&)>& extra = {});
   void remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now);
   void evict_lru(uint64_t need, int64_t now);
-  void reclaim(uint64_t target_used, int64_t now);
+  // Copies forward (or evicts with their files) segments under reclaim_ratio,
+  // sparsest first, until the segments fit under target_used; compact goes
+  // on with fuller ones, up to kCompactMaxLive.
+  void reclaim(uint64_t target_used, int64_t now, bool compact);
   bool reclaim_segment(uint64_t seg, bool copy, int64_t now);
 
   BlockStore* const store_;

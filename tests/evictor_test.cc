@@ -126,6 +126,43 @@ TEST_F(EvictorTest, GracePeriodProtectsAndThenEnospc) {
   EXPECT_TRUE(err.ok()) << err.ToString();
 }
 
+// Dead space the LRU cannot free: every segment keeps one live file in three
+// (above reclaim_ratio) and the grace period protects every file. The live
+// data fits under the cap, so the evictor compacts (copies the sparse
+// segments forward) instead of refusing writes.
+TEST_F(EvictorTest, DeadSpaceInFullerSegmentsIsCompacted) {
+  open_store(3600);
+  auto name = [](int i) { return "c" + std::to_string(i); };
+  auto check = [&](int i) {
+    auto a = store_->lookup(kRootIno, name(i));
+    ASSERT_TRUE(a.ok()) << name(i) << ": " << a.status().ToString();
+    auto f = store_->open(a->ino, O_RDONLY);
+    ASSERT_TRUE(f.ok());
+    ReadResult rr;
+    ASSERT_TRUE(store_->read(*f, 0, kMiB, &rr).ok());
+    EXPECT_EQ(rr.bytes, kMiB) << name(i);
+    std::string got;
+    for (auto& v : rr.iov) got.append(static_cast<const char*>(v.iov_base), v.iov_len);
+    EXPECT_EQ(got, std::string(kMiB, name(i).back())) << name(i);
+    store_->release(*f);
+  };
+  for (int i = 0; i < 36; ++i) put(kRootIno, name(i), kMiB);
+  for (int i = 0; i < 36; ++i)
+    if (i % 3 != 0) ASSERT_TRUE(store_->unlink(kRootIno, name(i)).ok());
+  // 12 MiB live in segments of about 36 MiB; 36 MiB more do not fit beside
+  // them under the 64 MiB cap without compaction.
+  Status err;
+  for (int i = 36; i < 72; ++i) {
+    put(kRootIno, name(i), kMiB, &err);
+    ASSERT_TRUE(err.ok()) << name(i) << ": " << err.ToString();
+  }
+  EXPECT_LE(backing_bytes(), 64 * kMiB + 4 * kMiB);
+  EXPECT_GT(store_->evictor_stats().reclaim_copied_bytes, 0u);
+  EXPECT_EQ(store_->evictor_stats().evicted_capacity, 0u);
+  for (int i = 0; i < 72; ++i)
+    if (i >= 36 || i % 3 == 0) check(i);
+}
+
 TEST_F(EvictorTest, AdminModes) {
   open_store(3600, 1024 * kMiB);
   auto d = store_->mkdir(kRootIno, "sub", 0755, Caller{});
