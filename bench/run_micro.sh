@@ -11,22 +11,9 @@
 # Everything mounted here is unmounted on exit, even on failure. About 1-2 min.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-}
-if [[ -z $build ]]; then
-  for b in build-bench build; do
-    [[ -x $here/$b/bench/kvfs-bench ]] && { build=$here/$b; break; }
-  done
-fi
-[[ -n $build ]] || { echo "run_micro: no build dir with bench/kvfs-bench found" >&2; exit 1; }
-build=$(cd "$build" && pwd)
-BENCH=$build/bench/kvfs-bench
-NULLFS=$build/bench/nullfs
-KVFS=${KVFS_BIN:-$build/fs/kvfs}
-for b in "$BENCH" "$NULLFS" "$KVFS"; do
-  [[ -x $b ]] || { echo "run_micro: $b is missing (build kvfs-bench nullfs kvfs)" >&2; exit 1; }
-done
-[[ $(id -u) == 0 ]] || { echo "run_micro: must run as root (tmpfs mount)" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
+use_build "${1:-}" kvfs-bench nullfs kvfs
+need_root "tmpfs mount"
 
 WORK=${WORK:-/var/tmp/kvfs-bench}
 TMPFS=$WORK/tmpfs
@@ -38,69 +25,25 @@ NMNT=$WORK/nullfs
 N32MNT=$WORK/nullfs-v32 # nullfs run with the libfuse 3.2 loop call kvfs makes
 STORE_THREADS=${STORE_THREADS:-4}
 SIZE=37748736 # one 256-token chunk of Qwen3-8B in bf16
-RESULTS=$WORK/results.jsonl
+RAW=$WORK/results.jsonl
 
-log() { echo "run_micro: $*" >&2; }
+MOUNTS=("$NMNT" "$N32MNT" "$TMPFS")
+SCRATCH=("$BACKING/ddtest")
+[[ ${KEEP:-0} == 1 ]] || SCRATCH+=("$BACKING" "$INDEX" "$PLAIN")
+trap_cleanup
 
-kvfs_pid() { [[ -s $BACKING/kvfs.lock ]] && tr -dc 0-9 <"$BACKING/kvfs.lock" || true; }
-
-# Unmounts kvfs and waits for the daemon to flush and exit (at most 120 s).
-umount_kvfs() {
-  mountpoint -q "$KMNT" || return 0
-  local pid
-  pid=$(kvfs_pid)
-  fusermount3 -u "$KMNT" || fusermount3 -u -z "$KMNT" || true
-  if [[ -n $pid ]]; then
-    for _ in $(seq 1200); do
-      kill -0 "$pid" 2>/dev/null || return 0
-      sleep 0.1
-    done
-    log "kvfs (pid $pid) did not exit within 120 s"
-  fi
-}
-
-mount_kvfs() {
-  "$KVFS" "$BACKING" "$KMNT" -o "ram_size=1G,index_dir=$INDEX${KVFS_OPTS:+,$KVFS_OPTS}"
-}
-
-cleanup() {
-  local rc=$?
-  set +e
-  umount_kvfs
-  mountpoint -q "$NMNT" && fusermount3 -u "$NMNT"
-  mountpoint -q "$N32MNT" && fusermount3 -u "$N32MNT"
-  mountpoint -q "$TMPFS" && umount "$TMPFS"
-  rm -f "$BACKING/ddtest"
-  if [[ ${KEEP:-0} != 1 ]]; then rm -rf "$BACKING" "$INDEX" "$PLAIN"; fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Runs kvfs-bench, keeps its JSON line in RESULTS and echoes it.
-bench() {
-  local out
-  out=$("$BENCH" "$@")
-  echo "$out" >>"$RESULTS"
-  echo "$out"
-}
-# jget JSON KEY: a numeric field.
-jget() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$1"; }
 # Median of the numbers given as arguments.
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'; }
-verdict() { awk -v r="$1" -v t="$2" 'BEGIN {print (r + 0 >= t + 0 ? "yes" : "**NO**")}'; }
 
 # --------------------------------------------------------------- setup
 mkdir -p "$WORK" "$TMPFS" "$KMNT" "$NMNT" "$N32MNT"
-for m in "$KMNT" "$NMNT" "$N32MNT" "$TMPFS"; do
-  mountpoint -q "$m" && { log "$m is still mounted (an earlier run?): unmounting"; umount -l "$m"; }
-done
+unmount_stale
 rm -rf "$BACKING" "$INDEX" "$PLAIN"
 mkdir -p "$BACKING" "$INDEX" "$PLAIN"
-: >"$RESULTS"
+: >"$RAW"
 mount -t tmpfs -o size=2G kvfs-bench-tmpfs "$TMPFS"
-mount_kvfs
+mount_kvfs 1G
 "$NULLFS" "$NMNT" "$SIZE"
 "$NULLFS" "$N32MNT" "$SIZE" --v32-loop
 log "tmpfs on $TMPFS, kvfs on $KMNT (backing $BACKING, pid $(kvfs_pid)), nullfs on $NMNT and $N32MNT"
@@ -137,14 +80,14 @@ for _ in 1 2 3; do
   rm -f "$BACKING/ddtest"
 done
 dd_gbps=$(median "${dd_rates[@]}")
-echo "{\"cmd\":\"dd\",\"gbps\":$dd_gbps,\"gbps_all\":[$(IFS=,; echo "${dd_rates[*]}")]}" >>"$RESULTS"
+echo "{\"cmd\":\"dd\",\"gbps\":$dd_gbps,\"gbps_all\":[$(IFS=,; echo "${dd_rates[*]}")]}" >>"$RAW"
 
 # --------------------------------------------------------------- cold read
 log "cold read: 8 files written, kvfs remounted (RAM empty), each read once"
 bench write "$KMNT" --file c/cold36 --size $SIZE --count 8 >/dev/null
 bench write "$KMNT" --file c/coldwarm --size $SIZE --sync >/dev/null
 umount_kvfs
-mount_kvfs
+mount_kvfs 1G
 bench write "$PLAIN" --file c/cold36 --size $SIZE --count 8 --sync >/dev/null
 bench write "$PLAIN" --file c/coldwarm --size $SIZE --sync >/dev/null
 # One cold file first (not counted) so that both start with a warm code path.
@@ -170,7 +113,7 @@ ck=$(jget "$c_kvfs" median_gbps) cp=$(jget "$c_plain" median_gbps) ck2=$(jget "$
 
 row() { # name kvfs ref ratio target
   local v="-"
-  [[ $5 != - ]] && v=$(verdict "$4" "$5")
+  [[ $5 != - ]] && v=$(verdict "$4" ">=" "$5")
   printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "${5/#-/info}" "$v"
 }
 echo
@@ -199,4 +142,4 @@ for k in present_1t_ops present_16t_ops absent_1t_ops absent_16t_ops absent_firs
   echo "| access $k /s | $(jget "$a_tmpfs" $k) | $(jget "$a_kvfs" $k) | $(jget "$a_null" $k) | - |"
 done
 echo
-echo "Raw JSON lines: $RESULTS"
+echo "Raw JSON lines: $RAW"

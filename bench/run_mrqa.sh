@@ -24,22 +24,10 @@
 # Needs root (tmpfs), /dev/fuse, fusermount3, python3; gnuplot for the chart.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-}
-if [[ -z $build ]]; then
-  for b in build-bench build; do
-    [[ -x $here/$b/bench/kvfs-bench ]] && { build=$here/$b; break; }
-  done
-fi
-[[ -n $build ]] || { echo "run_mrqa: no build dir with bench/kvfs-bench found" >&2; exit 1; }
-build=$(cd "$build" && pwd)
-BENCH=$build/bench/kvfs-bench
-KVFS=${KVFS_BIN:-$build/fs/kvfs}
-for b in "$BENCH" "$KVFS"; do
-  [[ -x $b ]] || { echo "run_mrqa: $b is missing (build kvfs-bench kvfs)" >&2; exit 1; }
-done
-[[ $(id -u) == 0 ]] || { echo "run_mrqa: must run as root (tmpfs mount)" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "run_mrqa: python3 is needed for the report" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
+use_build "${1:-}" kvfs-bench kvfs
+need_root "tmpfs mount"
+command -v python3 >/dev/null || die "python3 is needed for the report"
 
 WORK=${WORK:-/var/tmp/kvfs-mrqa}
 OUT=${OUT:-$here/bench/results}
@@ -60,58 +48,14 @@ INDEX=$WORK/index
 KMNT=$WORK/kvfs
 RAW=$OUT/mrqa.jsonl
 
-log() { echo "run_mrqa: $*" >&2; }
-kvfs_pid() { [[ -s $BACKING/kvfs.lock ]] && tr -dc 0-9 <"$BACKING/kvfs.lock" || true; }
-
-# Unmounts kvfs and waits for the daemon to flush and exit (at most 120 s).
-umount_kvfs() {
-  mountpoint -q "$KMNT" || return 0
-  local pid
-  pid=$(kvfs_pid)
-  fusermount3 -u "$KMNT" || fusermount3 -u -z "$KMNT" || true
-  if [[ -n $pid ]]; then
-    for _ in $(seq 1200); do
-      kill -0 "$pid" 2>/dev/null || return 0
-      sleep 0.1
-    done
-    log "kvfs (pid $pid) did not exit within 120 s"
-  fi
-}
-
-# Waits until the daemon's RSS stops growing (the RAM tier is prefaulted in
-# the background at mount), at most 20 s, so that runs do not race it.
-wait_settled() {
-  local pid=$1 last=-1 rss same=0
-  for _ in $(seq 100); do
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-    if [[ $rss == "$last" ]]; then
-      same=$((same + 1))
-      ((same >= 3)) && return 0
-    else
-      same=0
-    fi
-    last=$rss
-    sleep 0.2
-  done
-}
-
-cleanup() {
-  local rc=$?
-  set +e
-  umount_kvfs
-  mountpoint -q "$TMPFS" && umount "$TMPFS"
-  rm -rf "$BACKING" "$INDEX" "$DIRECT"
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+MOUNTS=("$TMPFS")
+SCRATCH=("$BACKING" "$INDEX" "$DIRECT")
+trap_cleanup
 
 mkdir -p "$WORK" "$TMPFS" "$KMNT" "$OUT"
 start=$SECONDS
 if [[ ${REPORT_ONLY:-0} != 1 ]]; then
-for m in "$KMNT" "$TMPFS"; do
-  mountpoint -q "$m" && { log "$m is still mounted (an earlier run?): unmounting"; umount -l "$m"; }
-done
+unmount_stale
 : >"$RAW"
 mount -t tmpfs -o "size=$TMPFS_SIZE" kvfs-mrqa-tmpfs "$TMPFS"
 
@@ -131,11 +75,8 @@ for L in $LENGTHS; do
   # kvfs, small and large RAM tier, each on a fresh backing dir and index
   for setup in "kvfs-small:$SMALL_RAM" "kvfs-large:$LARGE_RAM"; do
     name=${setup%%:*} ram=${setup#*:}
-    rm -rf "$BACKING" "$INDEX" && mkdir -p "$BACKING" "$INDEX"
-    "$KVFS" "$BACKING" "$KMNT" \
-      -o "ram_size=$ram,index_dir=$INDEX,capacity=$CAPACITY${KVFS_OPTS:+,$KVFS_OPTS}"
+    mount_fresh "$ram" "capacity=$CAPACITY"
     pid=$(kvfs_pid)
-    wait_settled "$pid"
     log "L=$L $name (ram_size=$ram, pid $pid)"
     line=$("$BENCH" mrqa "$KMNT" --context-tokens "$L" "${common[@]}" --label "$name" \
       --backing-dir "$BACKING")

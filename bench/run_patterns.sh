@@ -17,21 +17,9 @@
 # Root (tmpfs, drop_caches), /dev/fuse, fusermount3, python3. About 3-4 min.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-}
-if [[ -z $build ]]; then
-  for b in build-bench build; do
-    [[ -x $here/$b/bench/kvfs-bench ]] && { build=$here/$b; break; }
-  done
-fi
-[[ -n $build ]] || { echo "run_patterns: no build dir with bench/kvfs-bench found" >&2; exit 1; }
-build=$(cd "$build" && pwd)
-BENCH=$build/bench/kvfs-bench
-KVFS=${KVFS_BIN:-$build/fs/kvfs}
-for b in "$BENCH" "$KVFS"; do
-  [[ -x $b ]] || { echo "run_patterns: $b is missing (build kvfs-bench kvfs)" >&2; exit 1; }
-done
-[[ $(id -u) == 0 ]] || { echo "run_patterns: must run as root" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
+use_build "${1:-}" kvfs-bench kvfs
+need_root "tmpfs, drop_caches"
 
 WORK=${WORK:-/var/tmp/kvfs-patterns}
 OUT=${OUT:-$here/bench/results}
@@ -45,52 +33,12 @@ INDEX=$WORK/index
 KMNT=$WORK/kvfs
 RAW=$OUT/patterns.jsonl
 
-log() { echo "run_patterns: $*" >&2; }
-kvfs_pid() { [[ -s $BACKING/kvfs.lock ]] && tr -dc 0-9 <"$BACKING/kvfs.lock" || true; }
-umount_kvfs() {
-  mountpoint -q "$KMNT" || return 0
-  local pid
-  pid=$(kvfs_pid)
-  fusermount3 -u "$KMNT" || fusermount3 -u -z "$KMNT" || true
-  if [[ -n $pid ]]; then
-    for _ in $(seq 1200); do
-      kill -0 "$pid" 2>/dev/null || return 0
-      sleep 0.1
-    done
-    log "kvfs (pid $pid) did not exit within 120 s"
-  fi
-}
-# Fresh backing dir and index, mounted with ram_size=$1; waits for the prefault.
-mount_kvfs() {
-  umount_kvfs
-  rm -rf "$BACKING" "$INDEX" && mkdir -p "$BACKING" "$INDEX"
-  "$KVFS" "$BACKING" "$KMNT" -o "ram_size=$1,index_dir=$INDEX,capacity=100G${KVFS_OPTS:+,$KVFS_OPTS}"
-  local pid last=-1 rss same=0
-  pid=$(kvfs_pid)
-  for _ in $(seq 100); do
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-    if [[ $rss == "$last" ]]; then
-      same=$((same + 1))
-      ((same >= 3)) && return 0
-    else
-      same=0
-    fi
-    last=$rss
-    sleep 0.2
-  done
-}
-cleanup() {
-  local rc=$?
-  set +e
-  umount_kvfs
-  mountpoint -q "$TMPFS" && umount "$TMPFS"
-  rm -rf "$BACKING" "$INDEX" "$PLAIN"
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+MOUNTS=("$TMPFS")
+SCRATCH=("$BACKING" "$INDEX" "$PLAIN")
+trap_cleanup
 
-# bench LABEL ARGS...: runs kvfs-bench, tags its JSON line with the setup.
+# bench LABEL ARGS...: replaces lib.sh's bench: tags kvfs-bench's JSON line
+# with the setup and keeps it only in RAW (the tables come from RAW).
 bench() {
   local label=$1 out
   shift
@@ -99,13 +47,11 @@ bench() {
 }
 
 mkdir -p "$WORK" "$TMPFS" "$KMNT" "$OUT"
-for m in "$KMNT" "$TMPFS"; do
-  mountpoint -q "$m" && { log "$m is still mounted: unmounting"; umount -l "$m"; }
-done
+unmount_stale
 rm -rf "$PLAIN" && mkdir -p "$PLAIN"
 : >"$RAW"
 mount -t tmpfs -o size=4G kvfs-patterns-tmpfs "$TMPFS"
-mount_kvfs "$PAT_RAM"
+mount_fresh "$PAT_RAM" capacity=100G
 declare -A DIRS=([tmpfs]=$TMPFS [plain]=$PLAIN [kvfs]=$KMNT)
 SETUPS="tmpfs plain kvfs"
 start=$SECONDS
@@ -145,7 +91,7 @@ mem() { # label ram load
 }
 mem kvfs "$PAT_RAM" "all of the above"
 log "memory check: ram_size=$MEM_RAM"
-mount_kvfs "$MEM_RAM"
+mount_fresh "$MEM_RAM" capacity=100G
 mem kvfs "$MEM_RAM" "mounted, idle"
 n=$(($(numfmt --from=iec "$MEM_RAM") * 4 / 37748736 + 1))
 bench kvfs write "$KMNT" --file mem/m36 --size 37748736 --count "$n" >/dev/null
@@ -154,7 +100,7 @@ bench kvfs read36 "$KMNT" --file mem/m36 --size 37748736 --count "$n" --iters 1 
 mem kvfs "$MEM_RAM" "after reading them back"
 # Files smaller than a 1 MiB block (e.g. 512 KiB chunks) live in smaller buffers.
 n=$(($(numfmt --from=iec "$MEM_RAM") * 4 / 524288))
-mount_kvfs "$MEM_RAM"
+mount_fresh "$MEM_RAM" capacity=100G
 bench kvfs write "$KMNT" --file mem/s512 --size 524288 --count "$n" >/dev/null
 mem kvfs "$MEM_RAM" "after writing $n x 512 KiB"
 bench kvfs read36 "$KMNT" --file mem/s512 --size 524288 --count "$n" --iters 1 --warmup 0

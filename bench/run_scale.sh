@@ -19,21 +19,9 @@
 # KVFS_BIN, KVFS_OPTS, OUT (bench/results). Root (drop_caches), fusermount3.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-}
-if [[ -z $build ]]; then
-  for b in build-bench build; do
-    [[ -x $here/$b/bench/kvfs-bench ]] && { build=$here/$b; break; }
-  done
-fi
-[[ -n $build ]] || { echo "run_scale: no build dir with bench/kvfs-bench found" >&2; exit 1; }
-build=$(cd "$build" && pwd)
-BENCH=$build/bench/kvfs-bench
-KVFS=${KVFS_BIN:-$build/fs/kvfs}
-for b in "$BENCH" "$KVFS"; do
-  [[ -x $b ]] || { echo "run_scale: $b is missing (build kvfs-bench kvfs)" >&2; exit 1; }
-done
-[[ $(id -u) == 0 ]] || { echo "run_scale: must run as root (drop_caches)" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
+use_build "${1:-}" kvfs-bench kvfs
+need_root "drop_caches"
 
 N=${KVFS_SCALE_FILES:-1000000}
 THREADS=${SCALE_THREADS:-16}
@@ -46,72 +34,22 @@ KMNT=$WORK/kvfs
 RAW=$OUT/scale.jsonl
 PROBE=$KMNT/Qwen_Qwen3-8B_000000000001/config.json # exists once created (salt 1)
 
-log() { echo "run_scale: $*" >&2; }
+UMOUNT_TIMEOUT=600 # a million files' worth of index to flush
+[[ ${KEEP:-0} == 1 ]] || SCRATCH=("$BACKING" "$INDEX")
+trap_cleanup
+
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}'; }
-kvfs_pid() { [[ -s $BACKING/kvfs.lock ]] && tr -dc 0-9 <"$BACKING/kvfs.lock" || true; }
-
-# Unmounts kvfs and waits for the daemon to flush and exit (at most 600 s).
-umount_kvfs() {
-  mountpoint -q "$KMNT" || return 0
-  local pid
-  pid=$(kvfs_pid)
-  fusermount3 -u "$KMNT" || fusermount3 -u -z "$KMNT" || true
-  if [[ -n $pid ]]; then
-    for _ in $(seq 6000); do
-      kill -0 "$pid" 2>/dev/null || return 0
-      sleep 0.1
-    done
-    log "kvfs (pid $pid) did not exit within 600 s"
-  fi
-}
-mount_kvfs() {
-  "$KVFS" "$BACKING" "$KMNT" \
-    -o "ram_size=$RAM,index_dir=$INDEX,capacity=1T${KVFS_OPTS:+,$KVFS_OPTS}"
-}
-# Waits until the daemon's RSS stops growing (RAM tier prefault), at most 30 s.
-wait_settled() {
-  local pid last=-1 rss same=0
-  pid=$(kvfs_pid)
-  for _ in $(seq 150); do
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-    if [[ $rss == "$last" ]]; then
-      same=$((same + 1))
-      ((same >= 3)) && return 0
-    else
-      same=0
-    fi
-    last=$rss
-    sleep 0.2
-  done
-}
 rss_mib() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$(kvfs_pid)/status"; }
-bench() {
-  local out
-  out=$("$BENCH" "$@")
-  echo "$out" >>"$RAW"
-  echo "$out"
-}
-jget() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$1"; }
 lookup() { bench scale "$KMNT" --phase lookup --files "$N" --samples 20000 "$@"; }
 
-cleanup() {
-  local rc=$?
-  set +e
-  umount_kvfs
-  if [[ ${KEEP:-0} != 1 ]]; then rm -rf "$BACKING" "$INDEX"; fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 mkdir -p "$WORK" "$KMNT" "$OUT"
-mountpoint -q "$KMNT" && { log "$KMNT is still mounted: unmounting"; umount -l "$KMNT"; }
+unmount_stale
 rm -rf "$BACKING" "$INDEX"
 mkdir -p "$BACKING" "$INDEX"
 : >"$RAW"
-mount_kvfs
-wait_settled
+mount_kvfs "$RAM" capacity=1T
+wait_settled 30
 start=$SECONDS
 
 log "creating $N files of 4 KiB, $THREADS threads"
@@ -146,10 +84,10 @@ t0=$(now)
 umount_kvfs
 umount_s=$(since "$t0")
 t0=$(now)
-mount_kvfs
+mount_kvfs "$RAM" capacity=1T
 stat "$PROBE" >/dev/null
 remount_s=$(since "$t0")
-wait_settled
+wait_settled 30
 rss_remount=$(rss_mib)
 l_remount=$(lookup --verify 0)
 
@@ -157,15 +95,14 @@ log "index rebuild (index_dir deleted)"
 umount_kvfs
 rm -rf "$INDEX" && mkdir -p "$INDEX"
 t0=$(now)
-mount_kvfs
+mount_kvfs "$RAM" capacity=1T
 stat "$PROBE" >/dev/null
 rebuild_s=$(since "$t0")
-wait_settled
+wait_settled 30
 l_rebuild=$(lookup --verify 1000)
 elapsed=$((SECONDS - start))
 echo "{\"cmd\":\"scale-summary\",\"files\":$N,\"flush_s\":$flush_s,\"umount_s\":$umount_s,\"remount_s\":$remount_s,\"rebuild_s\":$rebuild_s,\"rss_created_mib\":$rss_created,\"rss_remount_mib\":$rss_remount,\"kvfs_files\":$kfiles,\"kvfs_dirs\":$kdirs,\"backing_bytes\":$kbytes,\"segments\":$ksegs}" >>"$RAW"
 
-verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v + 0 < t + 0 ? "yes" : "**NO**")}'; }
 {
   echo "## kvfs scale test ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${elapsed}s)"
   echo
@@ -179,11 +116,11 @@ verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v + 0 < t + 0 ? "yes" : "**NO
   for v in "warm kernel caches:$l_warm" "dentries dropped:$l_cold" "after clean remount:$l_remount" "after index rebuild:$l_rebuild"; do
     name=${v%%:*} j=${v#*:}
     p=$(jget "$j" stat_present_p99_us) a=$(jget "$j" stat_absent_p99_us)
-    echo "| stat p99 present / absent, $name | $p / $a µs (p50 $(jget "$j" stat_present_p50_us) / $(jget "$j" stat_absent_p50_us)) | < 200 µs | $(verdict "$(awk -v p="$p" -v a="$a" 'BEGIN {print (p > a ? p : a)}')" 200) |"
+    echo "| stat p99 present / absent, $name | $p / $a µs (p50 $(jget "$j" stat_present_p50_us) / $(jget "$j" stat_absent_p50_us)) | < 200 µs | $(verdict "$(awk -v p="$p" -v a="$a" 'BEGIN {print (p > a ? p : a)}')" "<" 200) |"
   done
   echo "| daemon's own lookup p50 / p99 (latency.lookup), after remount / after rebuild | $(jget "$l_remount" kvfs_lookup_p50_us) / $(jget "$l_remount" kvfs_lookup_p99_us) µs, $(jget "$l_rebuild" kvfs_lookup_p50_us) / $(jget "$l_rebuild" kvfs_lookup_p99_us) µs | - | - |"
   echo "| umount (flush + exit) | ${umount_s} s | - | - |"
-  echo "| clean remount: mount returns + stat works | ${remount_s} s | < 5 s | $(verdict "$remount_s" 5) |"
+  echo "| clean remount: mount returns + stat works | ${remount_s} s | < 5 s | $(verdict "$remount_s" "<" 5) |"
   echo "| index rebuild from segments: mount + stat | ${rebuild_s} s | - | - |"
   echo "| daemon RSS after the creates / after remount | ${rss_created} / ${rss_remount} MiB | - | - |"
 } | tee "$OUT/scale.md"
