@@ -17,8 +17,7 @@
 # KVFS_FAULT_TESTS=ON (also the libfiu fault tests, tests/faults/).
 #
 # Left out under ASan: the two RSS-bound checks of mount_recovery_test
-# (ASan's shadow memory and quarantine inflate the daemon's RSS by design)
-# and Races.ReadersRacingEviction (see below).
+# (ASan's shadow memory and quarantine inflate the daemon's RSS by design).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,10 +62,7 @@ if [[ $mode == asan ]]; then
     [[ -e $f ]] && targets+=("$(basename "${f%.cc}")")
   done
   [[ $faults == ON ]] && targets+=(mount_faults_test)
-  # Races.ReadersRacingEviction: at ASan's speed the writer can meet ENOSPC
-  # (dead space left in segments above reclaim_ratio while readers hold
-  # files open); it runs in the plain build and under TSan.
-  export GTEST_FILTER="-Recovery.RamBackpressureBoundsRss:Recovery.FileLargerThanRam:Races.ReadersRacingEviction"
+  export GTEST_FILTER="-Recovery.RamBackpressureBoundsRss:Recovery.FileLargerThanRam"
 fi
 # Only the targets this checkout has (others may be added or removed).
 known=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
