@@ -41,6 +41,18 @@ double cpu_seconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// VmRSS of this process in MiB.
+long rss_mib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb / 1024;
+}
+
 double wall() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -261,9 +273,11 @@ int load_create(const std::string& dir, uint64_t n) {
     }
     st.release(*f);
   }
-  if (!st.flush_all().ok() || !st.Close().ok()) return 1;
-  std::printf("{\"bench\":\"load_create\",\"files\":%lu,\"seconds\":%.1f}\n", (unsigned long)n,
-              wall() - w0);
+  if (!st.flush_all().ok()) return 1;
+  const long rss = rss_mib();
+  if (!st.Close().ok()) return 1;
+  std::printf("{\"bench\":\"load_create\",\"files\":%lu,\"seconds\":%.1f,\"rss_mib\":%ld}\n",
+              (unsigned long)n, wall() - w0, rss);
   return 0;
 }
 
@@ -277,13 +291,14 @@ int load_open(const std::string& dir, int reps) {
       return 1;
     }
     uint64_t inodes = (*s)->stats().inodes;
+    const long rss = rss_mib();
     double w2 = wall();
     (void)(*s)->Close();
     s->reset();
     std::printf(
         "{\"bench\":\"load_open\",\"inodes\":%lu,\"open_s\":%.3f,\"open_cpu_s\":%.3f,"
-        "\"close_free_s\":%.3f}\n",
-        (unsigned long)inodes, w1 - w0, c1 - c0, wall() - w2);
+        "\"close_free_s\":%.3f,\"rss_mib\":%ld}\n",
+        (unsigned long)inodes, w1 - w0, c1 - c0, wall() - w2, rss);
   }
   return 0;
 }
