@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <system_error>
+#include <thread>
 
 #include "core/flusher.h"
 #include "core/index.h"
@@ -17,6 +19,11 @@
 #include "core/segment_store.h"
 
 namespace kvfs {
+namespace {
+// Below this many inodes a startup scan takes a few tens of milliseconds:
+// not worth threads (StoreConfig::load_threads = 0).
+constexpr uint64_t kParallelLoadMin = 100000;
+}  // namespace
 
 BlockStore::BlockStore(const StoreConfig& cfg) : cfg_(cfg) {}
 
@@ -68,6 +75,70 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   return s;
 }
 
+Status BlockStore::scan_index(IndexBatch* drop, uint64_t* max_seq) {
+  // Decoding snapshots and building inodes is most of a large startup and
+  // needs no lock: ranges of inode numbers (allocated in order, so the
+  // ranges are about even) go to one thread each; the table inserts stay on
+  // this one.
+  struct Part {
+    std::vector<InodeRef> inodes;
+    std::vector<uint64_t> missing;
+    uint64_t max_seq = 0;
+    Status st;
+  };
+  const uint64_t estimate = index_->estimate_inodes();
+  uint64_t top = 0;
+  if (auto ni = index_->get_meta("next_ino"); ni.ok())
+    top = std::strtoull(ni->c_str(), nullptr, 10);
+  unsigned n = cfg_.load_threads;
+  if (n == 0)
+    n = estimate < kParallelLoadMin
+            ? 1
+            : std::min(std::max(1u, std::thread::hardware_concurrency()), 8u);
+  if (top < n) n = 1;  // no next_ino yet (a new or rebuilt index): one range
+  std::vector<Part> parts(n);
+  auto run = [&](unsigned i) {
+    Part& p = parts[i];
+    p.inodes.reserve(estimate / n + 1);
+    const uint64_t lo = top / n * i;
+    const uint64_t hi = i + 1 == n ? UINT64_MAX : top / n * (i + 1);
+    p.st = index_->load_all(
+        [&](InodeSnapshot&& s) {
+          p.max_seq = std::max(p.max_seq, s.seq);
+          for (auto& be : s.extents) {
+            if (segs_->has_segment(be.ext.seg)) continue;
+            spdlog::warn("inode {} ({}) points into a missing segment; dropped", s.ino, s.name);
+            p.missing.push_back(s.ino);
+            return;
+          }
+          p.inodes.push_back(Namespace::make_loaded(std::move(s)));
+        },
+        lo, hi);
+  };
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < n; ++i) {
+    try {
+      threads.emplace_back(run, i);
+    } catch (const std::system_error&) {
+      run(i);  // no thread to be had: this one does the part
+    }
+  }
+  run(0);
+  for (auto& t : threads) t.join();
+  size_t total = 0;
+  for (Part& p : parts) {
+    KVFS_RETURN_IF_ERROR(p.st);
+    total += p.inodes.size();
+  }
+  ns_->load_reserve(total);
+  for (Part& p : parts) {
+    for (InodeRef& in : p.inodes) ns_->load_add(std::move(in));
+    drop->deletes.insert(drop->deletes.end(), p.missing.begin(), p.missing.end());
+    *max_seq = std::max(*max_seq, p.max_seq);
+  }
+  return Status::OK();
+}
+
 Status BlockStore::load() {
   const std::string& dir = cfg_.index_dir;
   auto open_index = [&]() -> Status {
@@ -114,23 +185,11 @@ Status BlockStore::load() {
   uint64_t max_seq = 0;
   // An inode whose data points into a missing segment cannot be served.
   IndexBatch drop;
-  auto collect = [&](InodeSnapshot&& s) {
-    max_seq = std::max(max_seq, s.seq);
-    for (auto& be : s.extents) {
-      if (segs_->has_segment(be.ext.seg)) continue;
-      spdlog::warn("inode {} ({}) points into a missing segment; dropped", s.ino, s.name);
-      drop.deletes.push_back(s.ino);
-      return;
-    }
-    ns_->load_add(std::move(s));
-  };
-  ns_->load_reserve(index_->estimate_inodes());
-  Status ls = index_->load_all(collect);
-  if (!ls.ok()) {
+  if (Status ls = scan_index(&drop, &max_seq); !ls.ok()) {
     ns_->load_clear();
     drop.deletes.clear();
     KVFS_RETURN_IF_ERROR(rebuild("unreadable: " + ls.ToString()));
-    KVFS_RETURN_IF_ERROR(index_->load_all(collect));
+    KVFS_RETURN_IF_ERROR(scan_index(&drop, &max_seq));
   }
   const double scan_s = since(t0);
   const Clock::time_point t1 = Clock::now();

@@ -40,6 +40,7 @@
 namespace kvfs {
 
 class Index;
+struct IndexBatch;
 class SegmentStore;
 class Flusher;
 
@@ -185,6 +186,8 @@ class BlockStore : public Journal {
   explicit BlockStore(const StoreConfig& cfg);
   Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) override;
   Status load();
+  // Reads every inode of the index into the namespace (not yet linked).
+  Status scan_index(IndexBatch* drop, uint64_t* max_seq);
   Result<InodeRef> node(uint64_t ino);
   Attr attr_locked(const Inode& in) const;
   // Registers a new handle in open_files_; returns it.

@@ -46,6 +46,10 @@ struct StoreConfig {
   // Largest file kvfs accepts; writes past it fail with EFBIG.
   uint64_t max_file_size = 1ull << 40;  // 1 TiB
 
+  // Threads that read the index at startup. 0: one per CPU (at most 8) once
+  // the index holds 100,000 inodes, one below that (a few milliseconds).
+  unsigned load_threads = 0;
+
   // Read-only mount: every change fails with EROFS, nothing is flushed.
   bool read_only = false;
 

@@ -156,6 +156,7 @@ Status Evictor::wait_for_room(uint64_t bytes, const std::function<void()>& serve
   bool granted = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   uint64_t last_used = store_->segs_->used_bytes();
+  uint64_t last_live = store_->segs_->live_bytes();
   while (!stop_ && std::chrono::steady_clock::now() < deadline) {
     const uint64_t start = pass_count_;
     kicked_ = true;
@@ -173,9 +174,13 @@ Status Evictor::wait_for_room(uint64_t bytes, const std::function<void()>& serve
       l.lock();
     }
     if (granted || pass_count_ < start + 2) break;  // room, or the evictor is stuck
+    // Progress is space freed, or files evicted: their segments empty out
+    // over the next passes.
     const uint64_t used = store_->segs_->used_bytes();
-    if (used >= last_used) break;  // a whole pass freed nothing
-    last_used = used;
+    const uint64_t live = store_->segs_->live_bytes();
+    if (used >= last_used && live >= last_live) break;  // a whole pass freed nothing
+    last_used = std::min(used, last_used);
+    last_live = std::min(live, last_live);
   }
   wanted_ -= bytes;
   if (granted) return Status::OK();
@@ -296,7 +301,7 @@ uint64_t Evictor::housekeeping(int64_t now) {
   return n;
 }
 
-void Evictor::evict_lru(uint64_t need, int64_t now) {
+uint64_t Evictor::evict_lru(uint64_t need, int64_t now) {
   auto c = candidates([&](Inode& in) { return evictable_locked(in, false, now); });
   std::sort(c.begin(), c.end(), [](const Cand& a, const Cand& b) { return a.last < b.last; });
   std::vector<InodeRef> v;
@@ -306,9 +311,10 @@ void Evictor::evict_lru(uint64_t need, int64_t now) {
     got += x.bytes;
     v.push_back(std::move(x.in));
   }
-  if (v.empty()) return;
+  if (v.empty()) return 0;
   uint64_t n = remove(v, false, Reason::kCapacity, nullptr);
   spdlog::debug("evicted {} least recently used files ({} bytes of data)", n, got);
+  return n;
 }
 
 bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
@@ -436,10 +442,15 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
     const bool sparse = s.live == 0 || ratio(s) <= st.cfg_.reclaim_ratio;
     if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
     // Copying needs room under the flush gate (capacity plus one segment,
-    // less the metadata reserve); without it the segment goes whole, with
-    // the files in it that may be evicted.
-    const bool copy = used + inflight_.load() + s.live + 2 * kMetaReserve <=
+    // less the metadata reserve); without it a sparse segment goes whole,
+    // with the files in it that may be evicted. A fuller one being compacted
+    // is always copied, never evicted: sparsity is not recency, and its
+    // files may be the newest (a tmp file between its close and its
+    // rename). The copy may pass the gate by up to half a segment until
+    // the old segment is deleted.
+    const bool room = used + inflight_.load() + s.live + 2 * kMetaReserve <=
                       capacity_.load() + st.cfg_.segment_size;
+    const bool copy = room || !sparse;
     // The copies bypass the flush gate: hold their room until they are written.
     if (copy) inflight_ += s.live;
     reclaim_segment(s.id, copy, now);
@@ -468,20 +479,23 @@ void Evictor::pass(bool backing_full) {
   // Space, not live data, is what must fit: each round evicts the least
   // recently used files worth the excess, then reclaims the segments they
   // leave empty or sparse, until the segments fit under the low watermark.
+  uint64_t lru_evicted = 0;
   for (int round = 0; round < 4; ++round) {
     const uint64_t now_used = segs.used_bytes();
     if (now_used <= target) break;
-    evict_lru(now_used - target, now);
+    lru_evicted += evict_lru(now_used - target, now);
     reclaim(target, now, false);
     if (segs.used_bytes() >= now_used) break;  // no progress: all protected
   }
-  // A pass that freed nothing, with the live data under the target: the
-  // excess is dead space in segments too full to be reclaimed, each holding
-  // a few live files the LRU may not take (open, in their grace period).
-  // Compact the sparsest (copy forward while there is room, else evict with
-  // them) rather than refuse writes while much of the disk is holes. Only
-  // then: copying costs writes and the copies hold flush room meanwhile.
-  if (segs.used_bytes() >= used && segs.live_bytes() <= target) reclaim(target, now, true);
+  // A pass that freed nothing and could evict nothing, with the live data
+  // under the target: the excess is dead space in segments too full to be
+  // reclaimed, each holding a few live files the LRU may not take (open, in
+  // their grace period). Compact the sparsest (copy their files forward)
+  // rather than refuse writes while much of the disk is holes. Only then:
+  // while the LRU can evict, its passes free segments by themselves, and
+  // copies cost writes, RAM and flush room.
+  if (lru_evicted == 0 && segs.used_bytes() >= used && segs.live_bytes() <= target)
+    reclaim(target, now, true);
   if (segs.used_bytes() < used) {
     // Room was made: writers refused for lack of it may go again.
     store_->no_space_ = false;

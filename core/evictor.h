@@ -7,18 +7,21 @@
 // reclaims segments: an empty one is deleted; one whose live fraction is under
 // reclaim_ratio has its remaining files copied forward (made dirty again and
 // rewritten by the flushers into the current segment) while there is room,
-// or evicted with it when there is none. If a pass frees nothing while the
-// live data fits (dead space in fuller segments, next to files the LRU may
-// not take), the sparsest segments are compacted the same way, up to 50 %
-// live. Segments are deleted only once nothing points into them and
-// every snapshot they held for a live inode was written again elsewhere (so
-// an index rebuild still finds every file).
+// or evicted with it when there is none. If a pass frees and evicts nothing
+// while the live data fits (dead space in fuller segments, next to files the
+// LRU may not take), the sparsest segments up to 50 % live are compacted:
+// their files copied forward, never evicted (the copy may pass the cap by up
+// to half a segment until the old segment is deleted). Segments are deleted
+// only once nothing points into them and every snapshot they held for a live
+// inode was written again elsewhere (so an index rebuild still finds every
+// file).
 //
 // Never evicted: open files, files looked up / stat'ed / read / touched within
 // evict_grace (plus the kernel's cache timeouts), and dirty files. The
 // kernel's caches of an evicted name are invalidated through the listener.
-// When nothing can be evicted, flushes wait briefly (wait_for_room) and then
-// fail with ENOSPC instead of growing past capacity plus one segment.
+// When nothing can be evicted, flushes wait briefly (wait_for_room: as long as
+// each pass frees space or evicts files) and then fail with ENOSPC instead of
+// growing past capacity plus one segment.
 //
 // Thread-safe. One pass runs at a time (pass_mu_). Lock order: pass_mu_ ->
 // Namespace::mu_ -> Inode::mu; mu_ (the wake-up state) is a leaf.
@@ -112,10 +115,10 @@ class Evictor {
   uint64_t remove(const std::vector<InodeRef>& victims, bool force, Reason why, EvictResult* res,
                   const std::function<bool(Inode&)>& extra = {});
   void remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now);
-  void evict_lru(uint64_t need, int64_t now);
+  uint64_t evict_lru(uint64_t need, int64_t now);  // files evicted
   // Copies forward (or evicts with their files) segments under reclaim_ratio,
   // sparsest first, until the segments fit under target_used; compact goes
-  // on with fuller ones, up to kCompactMaxLive.
+  // on with fuller ones, up to kCompactMaxLive, copying only.
   void reclaim(uint64_t target_used, int64_t now, bool compact);
   bool reclaim_segment(uint64_t seg, bool copy, int64_t now);
 

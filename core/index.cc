@@ -138,13 +138,18 @@ uint64_t Index::estimate_inodes() {
   return n;
 }
 
-Status Index::load_all(const std::function<void(InodeSnapshot&&)>& fn) {
+Status Index::load_all(const std::function<void(InodeSnapshot&&)>& fn, uint64_t lo, uint64_t hi) {
   std::shared_lock l(impl_->mu);
   if (!impl_->db) return Status::IOError("index unavailable");
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
+  // Keys are 'I' + the inode number big-endian: a range of numbers is a range
+  // of keys. "J" bounds the whole inode space.
+  const std::string upper = hi == UINT64_MAX ? std::string("J") : inode_key(hi);
+  rocksdb::Slice upper_slice(upper);
+  ro.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro));
-  for (it->Seek("I"); it->Valid() && it->key().starts_with("I"); it->Next()) {
+  for (it->Seek(inode_key(lo)); it->Valid() && it->key().starts_with("I"); it->Next()) {
     InodeSnapshot s;
     rocksdb::Slice v = it->value();
     KVFS_RETURN_IF_ERROR(decode_snapshot(std::string_view(v.data(), v.size()), &s));

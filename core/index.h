@@ -45,9 +45,11 @@ class Index {
 
   // RocksDB's estimate of the number of inodes (to size tables); may be off.
   uint64_t estimate_inodes();
-  // Calls fn for every stored snapshot; a value that does not decode is a
-  // Corruption (the caller rebuilds).
-  Status load_all(const std::function<void(InodeSnapshot&&)>& fn);
+  // Calls fn for every stored snapshot of an inode numbered in [lo, hi); a
+  // value that does not decode is a Corruption (the caller rebuilds).
+  // Thread-safe: several ranges may be scanned at once.
+  Status load_all(const std::function<void(InodeSnapshot&&)>& fn, uint64_t lo = 0,
+                  uint64_t hi = UINT64_MAX);
 
   // One atomic WriteBatch. sync=true also syncs the WAL (fsync callers).
   Status commit(const IndexBatch& b, bool sync);

@@ -27,7 +27,7 @@ void Namespace::load_reserve(size_t inodes) {
   table_.reserve(inodes);
 }
 
-void Namespace::load_add(InodeSnapshot&& s) {
+InodeRef Namespace::make_loaded(InodeSnapshot&& s) {
   auto in = std::make_shared<Inode>(s.ino);
   in->parent = s.parent;
   // The inode's own (parent, name) are authoritative; the journal writes them
@@ -53,9 +53,17 @@ void Namespace::load_add(InodeSnapshot&& s) {
   }
   in->committed = std::make_unique<InodeSnapshot>(std::move(s));
   in->linked = false;
+  return in;
+}
+
+void Namespace::load_add(InodeRef in) {
   std::unique_lock l(mu_);
   if (in->ino >= next_ino_) next_ino_ = in->ino + 1;
   table_[in->ino] = std::move(in);
+}
+
+void Namespace::load_add(InodeSnapshot&& s) {
+  load_add(make_loaded(std::move(s)));
 }
 
 void Namespace::load_clear() {

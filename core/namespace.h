@@ -64,6 +64,10 @@ class Namespace {
   // cannot reach. load_clear() forgets what was added (the scan failed).
   void load_reserve(size_t inodes);
   void load_add(InodeSnapshot&& s);
+  // The same in two steps: make_loaded() builds the inode alone (any thread,
+  // no lock: the costly part), load_add() puts it in the table.
+  static InodeRef make_loaded(InodeSnapshot&& s);
+  void load_add(InodeRef in);
   void load_finish(bool check_cycles, std::vector<uint64_t>* orphans);
   void load_clear();
   // Calls fn for every inode, with mu_ held shared (fn must not call back).

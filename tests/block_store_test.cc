@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,9 +36,10 @@ class StoreTest : public ::testing::Test {
     store_.reset();
     fs::remove_all(root_);
   }
-  void open_store(uint64_t ram = 64 << 20) {
+  void open_store(uint64_t ram = 64 << 20, unsigned load_threads = 0) {
     store_.reset();
     StoreConfig c;
+    c.load_threads = load_threads;
     c.backing_dir = root_ + "/backing";
     c.index_dir = root_ + "/index";
     c.ram_size = ram;
@@ -105,6 +107,71 @@ TEST_F(StoreTest, SurvivesReopen) {
   auto x = store_->getxattr(d->ino, "user.k");
   ASSERT_TRUE(x.ok());
   EXPECT_EQ(*x, "v");
+}
+
+// Startup reads ranges of inode numbers on several threads: the tree and
+// the data must come back the same as with one, whatever the split.
+TEST_F(StoreTest, ParallelStartupLoadsTheSameTree) {
+  std::vector<uint64_t> dirs, parent;
+  for (int d = 0; d < 7; ++d) {
+    auto m = store_->mkdir(kRootIno, "d" + std::to_string(d), 0755, Caller{});
+    ASSERT_TRUE(m.ok());
+    dirs.push_back(m->ino);
+    // Subdirectories made late, so children get lower numbers than some
+    // parents' siblings: the ranges cut across the tree.
+  }
+  for (int i = 0; i < 300; ++i) {
+    if (i % 50 == 49) {
+      auto m = store_->mkdir(dirs[i % dirs.size()], "sub" + std::to_string(i), 0755, Caller{});
+      ASSERT_TRUE(m.ok());
+      dirs.push_back(m->ino);
+    }
+    parent.push_back(dirs[(i * 7) % dirs.size()]);
+    put(parent[i], "f" + std::to_string(i), pattern(100 + i, i));
+  }
+  ASSERT_TRUE(store_->unlink(parent[0], "f0").ok());
+  ASSERT_TRUE(store_->flush_all().ok());
+  // Every file and directory as (parent, name, ino, size).
+  auto tree = [&] {
+    std::vector<std::string> out;
+    std::vector<uint64_t> todo{kRootIno};
+    while (!todo.empty()) {
+      uint64_t d = todo.back();
+      todo.pop_back();
+      auto ls = store_->ls(d);
+      EXPECT_TRUE(ls.ok());
+      if (!ls.ok()) break;
+      for (auto& e : *ls) {
+        out.push_back(std::to_string(d) + "/" + e.name + " " + std::to_string(e.ino) + " " +
+                      std::to_string(e.size));
+        if (S_ISDIR(e.mode)) todo.push_back(e.ino);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto before = tree();
+  ASSERT_EQ(before.size(), 7u + 6u + 299u);
+  auto max_ino = [&] {
+    uint64_t m = 0;
+    for (auto& line : before)
+      m = std::max<uint64_t>(m, std::stoull(line.substr(line.find(' ') + 1)));
+    return m;
+  };
+  for (unsigned threads : {1u, 3u, 8u}) {
+    ASSERT_TRUE(store_->Close().ok());
+    open_store(64 << 20, threads);
+    EXPECT_EQ(tree(), before) << threads << " threads";
+    for (int i = 1; i < 300; i += 37)
+      EXPECT_EQ(get(parent[i], "f" + std::to_string(i)), pattern(100 + i, i))
+          << threads << " threads";
+    Status st;
+    EXPECT_EQ(get(parent[0], "f0", &st), "<missing>");
+    // New inodes get numbers above every loaded one.
+    EXPECT_GT(put(kRootIno, "new" + std::to_string(threads), "x"), max_ino());
+    ASSERT_TRUE(store_->flush_all().ok());
+    before = tree();
+  }
 }
 
 TEST_F(StoreTest, IndexRebuiltFromSegments) {

@@ -156,7 +156,9 @@ TEST_F(EvictorTest, DeadSpaceInFullerSegmentsIsCompacted) {
     put(kRootIno, name(i), kMiB, &err);
     ASSERT_TRUE(err.ok()) << name(i) << ": " << err.ToString();
   }
-  EXPECT_LE(backing_bytes(), 64 * kMiB + 4 * kMiB);
+  // The cap plus one segment, plus half a segment while a compaction copy is
+  // written and its old segment not yet deleted.
+  EXPECT_LE(backing_bytes(), 64 * kMiB + 6 * kMiB);
   EXPECT_GT(store_->evictor_stats().reclaim_copied_bytes, 0u);
   EXPECT_EQ(store_->evictor_stats().evicted_capacity, 0u);
   for (int i = 0; i < 72; ++i)

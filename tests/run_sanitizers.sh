@@ -29,8 +29,8 @@ case "$mode" in
   asan)
     build=build-asan
     sanitize="address,undefined"
-    targets=(kvfs kvfs-admin no_uring_exec status_config_test record_test ram_tier_test
-             block_store_test evictor_test fuzz_record_smoke fuzz_ops_smoke)
+    targets=(kvfs kvfs-admin no_uring_exec status_config_test record_test namespace_load_test
+             ram_tier_test block_store_test evictor_test fuzz_record_smoke fuzz_ops_smoke)
     ctest_filter=()
     ;;
   tsan)
