@@ -62,10 +62,6 @@ void Namespace::load_add(InodeRef in) {
   table_[in->ino] = std::move(in);
 }
 
-void Namespace::load_add(InodeSnapshot&& s) {
-  load_add(make_loaded(std::move(s)));
-}
-
 void Namespace::load_clear() {
   std::unique_lock l(mu_);
   table_.clear();
@@ -112,16 +108,12 @@ void Namespace::load_finish(bool check_cycles, std::vector<uint64_t>* orphans) {
         bad.push_back(in.get());
         continue;
       }
-      Inode* older = it->second.get();
-      dir->dir->by_cookie.erase(older->dir_cookie);
-      if (older->dir) --dir->dir->subdirs;
-      bad.push_back(older);
+      remove_entry_locked(dir, it->second.get());
+      bad.push_back(it->second.get());
       it->second = in;
     }
-    in->dir_cookie = dir->dir->next_cookie++;
-    in->linked = true;
-    dir->dir->by_cookie.emplace_hint(dir->dir->by_cookie.end(), in->dir_cookie, in.get());
-    if (in->dir) ++dir->dir->subdirs;
+    // The name is already the inode's own: linked without link_locked()'s copy.
+    add_entry_locked(dir, in.get());
   }
   // The loser of a name clash may have been linked first: what went under
   // it goes with it.
@@ -206,20 +198,28 @@ Result<InodeRef> Namespace::lookup(uint64_t parent, std::string_view name) const
   return it->second;
 }
 
-void Namespace::link_locked(Inode* dir, const InodeRef& child, std::string name) {
-  child->parent = dir->ino;
-  child->name = std::move(name);
+void Namespace::add_entry_locked(Inode* dir, Inode* child) {
   child->dir_cookie = dir->dir->next_cookie++;
   child->linked = true;
   // Cookies only grow: the new one goes at the end.
-  dir->dir->by_cookie.emplace_hint(dir->dir->by_cookie.end(), child->dir_cookie, child.get());
+  dir->dir->by_cookie.emplace_hint(dir->dir->by_cookie.end(), child->dir_cookie, child);
   if (child->dir) ++dir->dir->subdirs;
+}
+
+void Namespace::remove_entry_locked(Inode* dir, Inode* child) {
+  dir->dir->by_cookie.erase(child->dir_cookie);
+  if (child->dir) --dir->dir->subdirs;
+}
+
+void Namespace::link_locked(Inode* dir, const InodeRef& child, std::string name) {
+  child->parent = dir->ino;
+  child->name = std::move(name);
+  add_entry_locked(dir, child.get());
   dir->dir->by_name[child->name] = child;
 }
 
 void Namespace::unlink_locked(Inode* dir, const InodeRef& child) {
-  dir->dir->by_cookie.erase(child->dir_cookie);
-  if (child->dir) --dir->dir->subdirs;
+  remove_entry_locked(dir, child.get());
   dir->dir->by_name.erase(child->name);
 }
 

@@ -56,23 +56,21 @@ class Namespace {
 
   std::shared_mutex& mu() const { return mu_; }
 
-  // Startup only, before the namespace is shared: load_add() each snapshot
-  // the index holds (streamed, no copy of the whole index in between), then
-  // load_finish() links the tree. An inode whose parent is missing or not a
+  // Startup only, before the namespace is shared: make_loaded() builds the
+  // inode of each snapshot the index holds (any thread, no lock: the costly
+  // part), load_add() puts it in the table, then load_finish() links the
+  // tree. An inode whose parent is missing or not a
   // directory is dropped with everything under it (returned in orphans).
   // check_cycles (after an index rebuild) also drops directories the root
   // cannot reach. load_clear() forgets what was added (the scan failed).
   void load_reserve(size_t inodes);
-  void load_add(InodeSnapshot&& s);
-  // The same in two steps: make_loaded() builds the inode alone (any thread,
-  // no lock: the costly part), load_add() puts it in the table.
   static InodeRef make_loaded(InodeSnapshot&& s);
   void load_add(InodeRef in);
   void load_finish(bool check_cycles, std::vector<uint64_t>* orphans);
   void load_clear();
   // Calls fn for every inode, with mu_ held shared (fn must not call back).
   void for_each(const std::function<void(Inode&)>& fn) const;
-  // Startup only: makes a root directory if load() found none.
+  // Startup only: makes a root directory if the load found none.
   Status ensure_root(uint32_t uid, uint32_t gid);
 
   InodeRef get(uint64_t ino) const;
@@ -136,6 +134,10 @@ class Namespace {
   Result<Inode*> dir_locked(uint64_t ino) const;
   void link_locked(Inode* dir, const InodeRef& child, std::string name);
   void unlink_locked(Inode* dir, const InodeRef& child);
+  // The directory's readdir entry and counts of a child; by_name is the
+  // caller's (the loader inserts the name itself).
+  void add_entry_locked(Inode* dir, Inode* child);
+  void remove_entry_locked(Inode* dir, Inode* child);
   bool unused_locked(Inode& in);
   void drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans);
 

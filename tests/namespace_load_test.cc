@@ -41,7 +41,7 @@ struct Loaded {
 
   void load(std::vector<InodeSnapshot> snaps, bool check_cycles) {
     ns.load_reserve(snaps.size());
-    for (auto& s : snaps) ns.load_add(std::move(s));
+    for (auto& s : snaps) ns.load_add(Namespace::make_loaded(std::move(s)));
     ns.load_finish(check_cycles, &orphans);
     std::sort(orphans.begin(), orphans.end());
   }
@@ -142,8 +142,8 @@ TEST(NamespaceLoad, NoRootMeansAFreshRoot) {
 
 TEST(NamespaceLoad, ClearForgetsEverything) {
   Loaded l;
-  l.ns.load_add(snap(1, 1, "", true));
-  l.ns.load_add(snap(2, 1, "a", false));
+  l.ns.load_add(Namespace::make_loaded(snap(1, 1, "", true)));
+  l.ns.load_add(Namespace::make_loaded(snap(2, 1, "a", false)));
   l.ns.load_clear();
   l.load({snap(1, 1, "", true), snap(3, 1, "b", false)}, false);
   EXPECT_EQ(l.ns.count(), 2u);
