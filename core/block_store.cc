@@ -133,7 +133,7 @@ Status BlockStore::scan_index(IndexBatch* drop, uint64_t* max_seq) {
   ns_->load_reserve(total);
   for (Part& p : parts) {
     for (InodeRef& in : p.inodes) ns_->load_add(std::move(in));
-    drop->deletes.insert(drop->deletes.end(), p.missing.begin(), p.missing.end());
+    for (uint64_t ino : p.missing) drop->deletes.push_back({ino, 0});
     *max_seq = std::max(*max_seq, p.max_seq);
   }
   return Status::OK();
@@ -152,14 +152,17 @@ Status BlockStore::load() {
     index_.reset();
     KVFS_RETURN_IF_ERROR(Index::Destroy(dir));
     KVFS_RETURN_IF_ERROR(open_index());
-    RebuildStats st;
+    CatchUpStats st;
     KVFS_RETURN_IF_ERROR(rebuild_index(*segs_, *index_, &st));
-    spdlog::info("index rebuilt: {} segments, {} records, {} inodes, {} torn tails", st.segments,
-                 st.records, st.inodes, st.torn_tails);
+    spdlog::info(
+        "index rebuilt in {:.2f} s: {} segments, {} records, {} inodes, {} tombstones, {} torn "
+        "tails",
+        st.seconds, segs_->list().size(), st.records, st.inodes, st.tombstones, st.torn_tails);
     rebuilt_ = true;
     return Status::OK();
   };
 
+  bool fresh = false;
   if (Status s = open_index(); !s.ok()) {
     KVFS_RETURN_IF_ERROR(rebuild("cannot open it (" + s.ToString() + ")"));
   } else {
@@ -169,12 +172,43 @@ Status BlockStore::load() {
         KVFS_RETURN_IF_ERROR(rebuild(id.status().ToString()));
       } else if (segs_->list().empty()) {
         KVFS_RETURN_IF_ERROR(index_->put_meta("backing_id", segs_->backing_id()));
+        fresh = true;
       } else {
         KVFS_RETURN_IF_ERROR(rebuild("the index is new but the backing dir has segments"));
       }
     } else if (*id != segs_->backing_id()) {
       KVFS_RETURN_IF_ERROR(rebuild("it belongs to another backing directory"));
     }
+  }
+  if (!rebuilt_) {
+    // The index follows the segment log: apply what it has not seen yet
+    // (recovery.h) before anything is served or removed on its view.
+    CatchUpStats cu;
+    if (Status s = catch_up(*segs_, *index_, fresh, &cu); !s.ok()) {
+      KVFS_RETURN_IF_ERROR(rebuild("catching up with the segments failed: " + s.ToString()));
+    } else if (cu.records > 0 || cu.gone_segments > 0) {
+      spdlog::warn(
+          "index caught up with the segments in {:.2f} s: {} segments ({} new to it), {} records, "
+          "{} bytes, {} entries applied ({} snapshots, {} deletions), {} segments gone",
+          cu.seconds, cu.segments, cu.new_segments, cu.records, cu.bytes, cu.applied, cu.inodes,
+          cu.tombstones, cu.gone_segments);
+      caught_up_ = cu.applied > 0;
+    } else {
+      spdlog::info("index caught up with the segments in {:.2f} s: nothing new in {} segments",
+                   cu.seconds, segs_->list().size());
+    }
+  }
+  // Every record of every segment is applied now and later ones are newer:
+  // no deletion's seq needs keeping (index.h, T keys).
+  if (auto dropped = index_->drop_tombstones(); !dropped.ok()) return dropped.status();
+  // Journal entries the index holds that never reached a segment (a crash
+  // before the flushers wrote them): queued for the segments again.
+  std::vector<RecordEntry> unlogged;
+  KVFS_RETURN_IF_ERROR(index_->pending([&](RecordEntry&& e) { unlogged.push_back(std::move(e)); }));
+  if (!unlogged.empty()) {
+    spdlog::info("{} journal entries not yet in a segment are written there again",
+                 unlogged.size());
+    flusher_->add_meta(std::move(unlogged));
   }
 
   using Clock = std::chrono::steady_clock;
@@ -194,14 +228,16 @@ Status BlockStore::load() {
   const double scan_s = since(t0);
   const Clock::time_point t1 = Clock::now();
   std::vector<uint64_t> orphans;
-  ns_->load_finish(rebuilt_, &orphans);
+  // A rebuilt or caught-up index may hold shapes the journal never writes
+  // (two names for one entry, cycles): the full checks.
+  ns_->load_finish(rebuilt_ || caught_up_, &orphans);
   const double tree_s = since(t1);
   const Clock::time_point t2 = Clock::now();
   ns_->for_each([this](Inode& in) {
     for (auto& b : in.blocks)
       if (b.ext.valid()) segs_->add_live(b.ext);
   });
-  for (uint64_t o : orphans) drop.deletes.push_back(o);
+  for (uint64_t o : orphans) drop.deletes.push_back({o, 0});
   if (!orphans.empty())
     spdlog::warn("{} inodes without a parent directory dropped", orphans.size());
   if (!drop.empty()) KVFS_RETURN_IF_ERROR(index_->commit(drop, true));
@@ -277,21 +313,25 @@ Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode
   IndexBatch b;
   for (auto& s : snaps) b.puts.push_back(&s);
   std::vector<RecordEntry> entries;
+  entries.reserve(deletes.size() + snaps.size());
   for (Inode* d : deletes) {
-    b.deletes.push_back(d->ino);
     RecordEntry e;
     e.kind = EntryKind::kTombstone;
     e.snap.ino = d->ino;
     e.snap.seq = next_seq_.fetch_add(1);
+    b.deletes.push_back({d->ino, e.snap.seq});
     entries.push_back(std::move(e));
   }
+  for (auto& s : snaps) entries.push_back({EntryKind::kSnapshot, s});
+  // Committed here first, in a segment shortly after: until then the P keys
+  // keep them (index.h), so that a crash in between cannot lose them for a
+  // later rebuild.
+  for (const RecordEntry& e : entries) b.pending.push_back(&e);
   b.next_ino = ns_->next_ino();
   b.next_seq = next_seq_.load();
   KVFS_RETURN_IF_ERROR(index_->commit(b, false));
-  for (size_t i = 0; i < puts.size(); ++i) {
-    entries.push_back({EntryKind::kSnapshot, snaps[i]});
+  for (size_t i = 0; i < puts.size(); ++i)
     puts[i].in->committed = std::make_unique<InodeSnapshot>(std::move(snaps[i]));
-  }
   for (Inode* d : deletes) d->committed.reset();
   if (flusher_) flusher_->add_meta(std::move(entries));
   return Status::OK();

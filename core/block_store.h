@@ -202,6 +202,7 @@ class BlockStore : public Journal {
 
   StoreConfig cfg_;
   bool rebuilt_ = false;
+  bool caught_up_ = false;  // the mount's catch-up applied entries
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;

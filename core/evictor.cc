@@ -8,6 +8,7 @@
 
 #include "core/block_store.h"
 #include "core/flusher.h"
+#include "core/index.h"
 #include "core/log.h"
 #include "core/segment_store.h"
 
@@ -392,19 +393,39 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     blocked |= r.skipped > 0;
   }
   // 2. Snapshots of live inodes held only by this segment: write them again.
-  (void)st.segs_->scan(seg, [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
-    for (auto& e : es) {
-      if (e.kind != EntryKind::kSnapshot) continue;
-      InodeRef in = st.ns_->get(e.snap.ino);
-      if (!in) continue;
-      std::shared_lock ns(st.ns_->mu());
-      if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
-      std::lock_guard g(in->mu);
-      ++in->version;
-      waits.push_back({in, in->version});
-      st.flusher_->enqueue_ungated_locked(in);
-    }
-  });
+  // Tombstones whose inode may still have an older record in another
+  // segment are carried forward (below), or a rebuild would bring it back.
+  const uint64_t oldest_elsewhere = st.segs_->min_seq_except(seg);
+  std::vector<RecordEntry> carry;
+  uint64_t scanned = 0;
+  Status ss = st.segs_->scan(
+      seg,
+      [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
+        for (auto& e : es) {
+          if (e.kind == EntryKind::kTombstone) {
+            if (oldest_elsewhere < e.snap.seq) carry.push_back(std::move(e));
+            continue;
+          }
+          InodeRef in = st.ns_->get(e.snap.ino);
+          if (!in) continue;
+          std::shared_lock ns(st.ns_->mu());
+          if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
+          std::lock_guard g(in->mu);
+          ++in->version;
+          waits.push_back({in, in->version});
+          st.flusher_->enqueue_ungated_locked(in);
+        }
+      },
+      &scanned);
+  // Records that could not be read are not known to be dead.
+  SegmentInfo info;
+  for (auto& i : st.segs_->list())
+    if (i.id == seg) info = i;
+  if (!ss.ok() || scanned < info.valid) {
+    spdlog::warn("segment {} kept: its records could not all be read ({})", seg,
+                 ss.ok() ? "a damaged record at " + std::to_string(scanned) : ss.ToString());
+    blocked = true;
+  }
   // 3. Wait until the flushers have written all of it elsewhere.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (auto& w : waits) {
@@ -414,16 +435,34 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
       st.flusher_->wait_durable_for(l, std::chrono::seconds(1));
     if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;
   }
-  // 4. Delete it if nothing points into it any more.
-  for (auto& info : st.segs_->list())
-    if (info.id == seg && (info.live != 0 || info.open)) blocked = true;
-  if (blocked) return false;
-  std::unique_lock rl(st.reclaim_mu_);
-  Status s = st.segs_->remove_segment(seg);
-  if (!s.ok()) {
-    spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
-    return false;
+  if (!blocked && !carry.empty()) {
+    const size_t n = carry.size();
+    if (Status c = st.flusher_->log_meta(std::move(carry), std::chrono::seconds(10)); !c.ok()) {
+      spdlog::warn("segment {} kept: {} tombstones could not be carried forward: {}", seg, n,
+                   c.ToString());
+      blocked = true;
+    }
   }
+  // 4. Delete it if nothing points into it any more and the index has
+  // applied every record in it (a gap left by a failed commit waits for the
+  // next mount's catch-up).
+  for (auto& i : st.segs_->list())
+    if (i.id == seg && (i.live != 0 || i.open || i.applied < i.valid)) blocked = true;
+  if (blocked) return false;
+  {
+    std::unique_lock rl(st.reclaim_mu_);
+    Status s = st.segs_->remove_segment(seg);
+    if (!s.ok()) {
+      spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
+      return false;
+    }
+  }
+  // The index forgets the segment too; if this is lost in a crash, the next
+  // mount logs it as gone (with nothing in it).
+  IndexBatch drop;
+  drop.segment_drops.push_back(seg);
+  if (Status s = st.index_->commit(drop, false); !s.ok())
+    spdlog::warn("segment {} deleted, its index entry stays: {}", seg, s.ToString());
   segs_deleted_.fetch_add(1);
   return true;
 }

@@ -189,16 +189,18 @@ void Flusher::run(Worker* w) {
     for (auto* part : {&batch, &copies, &data}) {
       std::vector<RecordEntry>& m = part == &batch ? meta : none;
       if (part->empty() && m.empty()) continue;
-      Status st = write_batch(w, *part, m, /*gate=*/part == &data);
+      LogPos pos;
+      Status st = write_batch(w, *part, m, /*gate=*/part == &data, &pos);
       if (st.code() == Status::Code::kNoSpace &&
           st.message().find("capacity") == std::string::npos) {
         // The backing filesystem filled up before the cap: evict below what
         // is used, then try once more in a fresh segment.
         w->writer.reset();
-        if (store_->evictor_->free_space_now().ok()) st = write_batch(w, *part, m, part == &data);
+        if (store_->evictor_->free_space_now().ok())
+          st = write_batch(w, *part, m, part == &data, &pos);
       }
       if (st.ok()) {
-        finish_batch(*part, sync);
+        finish_batch(*part, m, pos, sync);
       } else {
         if (st.code() != Status::Code::kNoSpace ||
             st.message().find("capacity") == std::string::npos)
@@ -216,7 +218,7 @@ void Flusher::run(Worker* w) {
 }
 
 Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
-                            bool gate) {
+                            bool gate, LogPos* pos) {
   uint64_t bytes = 0;
   for (auto& c : batch) bytes += c.bytes;
   // Data waits for room under the cap (records add a page each, one block
@@ -239,6 +241,8 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
     w->writer = std::move(*nw);
   }
   SegmentWriter& sw = *w->writer;
+  pos->seg = sw.id();
+  pos->start = sw.size();
   std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
   for (auto& c : batch)
     if (!c.blocks_only && c.dirty.empty()) entries.push_back({EntryKind::kSnapshot, c.snap});
@@ -274,15 +278,18 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
     KVFS_RETURN_IF_ERROR(
         sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe, blocks, fill));
   }
-  return sw.sync();
+  KVFS_RETURN_IF_ERROR(sw.sync());
+  pos->state = sw.log_state();
+  return Status::OK();
 }
 
 void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<RecordEntry>& meta,
                          bool sync) {
   if (part.empty() && meta.empty()) return;
-  Status st = write_batch(w, part, meta, /*gate=*/false);
+  LogPos pos;
+  Status st = write_batch(w, part, meta, /*gate=*/false, &pos);
   if (st.ok()) {
-    finish_batch(part, sync);
+    finish_batch(part, meta, pos, sync);
     return;
   }
   w->writer.reset();  // a failed segment is never appended to again
@@ -323,17 +330,20 @@ void Flusher::serve_ungated(Worker* w) {
   write_part(w, copies, none, sync);
 }
 
-void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
+void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<RecordEntry>& meta,
+                           const LogPos& pos, bool sync) {
   Status cs;
+  std::vector<RecordEntry> tombs;
   {
     std::shared_lock ns(store_->ns_->mu());
     IndexBatch ib;
-    std::vector<RecordEntry> tombs;
+    tombs.reserve(batch.size());
     for (auto& c : batch) {
       if (c.blocks_only) continue;
       if (!c.in->linked.load()) {
         // Unlinked after the capture: its snapshot may already sit in the
-        // segment, so the segments need a tombstone too (index rebuilds).
+        // segment, so the segments need a tombstone too (index rebuilds);
+        // a P key keeps it until it is written (index.h).
         RecordEntry t;
         t.kind = EntryKind::kTombstone;
         t.snap.ino = c.in->ino;
@@ -341,17 +351,34 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
         tombs.push_back(std::move(t));
         continue;
       }
+      std::lock_guard g(c.in->mu);  // requeue is the inode's; mu_ is only shared here
       if (c.snap.parent != c.in->parent || c.snap.name != c.in->name) {
         // Renamed since the capture (and journaled): keep the current name
         // in the index, and write a fresh snapshot so the segments agree.
         c.snap.parent = c.in->parent;
         c.snap.name = c.in->name;
-        std::lock_guard g(c.in->mu);  // requeue is the inode's; mu_ is only shared here
+        c.in->requeue = true;
+      }
+      if (c.in->committed && c.in->committed->seq > c.snap.seq) {
+        // The journal committed a newer seq meanwhile (a rename): the index
+        // never goes back to an older seq, or a catch-up could apply the
+        // journal's record over this newer content.
+        c.snap.seq = store_->next_seq_.fetch_add(1);
         c.in->requeue = true;
       }
       ib.puts.push_back(&c.snap);
     }
-    if (!tombs.empty()) add_meta(std::move(tombs));
+    for (const RecordEntry& t : tombs) ib.pending.push_back(&t);
+    // The appended journal entries are in a segment now: their P keys go.
+    for (const RecordEntry& e : meta) ib.logged.push_back(e.snap.seq);
+    // The index's position in this segment's log moves on, unless an
+    // earlier batch in it failed to commit (a gap: the next mount fills it).
+    if (pos.seg != 0 && store_->segs_->applied(pos.seg) == pos.start)
+      ib.segments.emplace_back(pos.seg, pos.state);
+    ib.next_ino = store_->ns_->next_ino();
+    ib.next_seq = store_->next_seq_.load();
+    if (!ib.empty()) cs = store_->index_->commit(ib, sync);
+    if (cs.ok() && !ib.segments.empty()) store_->segs_->note_applied(pos.seg, pos.state.end);
     ib.next_ino = store_->ns_->next_ino();
     ib.next_seq = store_->next_seq_.load();
     if (!ib.empty()) cs = store_->index_->commit(ib, sync);
@@ -393,10 +420,20 @@ void Flusher::finish_batch(std::vector<Captured>& batch, bool sync) {
       }
     }
   }
+  if (!tombs.empty()) add_meta(std::move(tombs));
   if (!cs.ok()) {
+    // The entries are in the segment (past the gap the catch-up fills) and
+    // their P keys stay: nothing to write again.
     std::vector<RecordEntry> none;
     fail_batch(batch, none, cs);
     return;
+  }
+  if (!meta.empty()) {
+    std::lock_guard l(q_mu_);
+    bool any = false;
+    for (const RecordEntry& e : meta)
+      if (tracked_.count(e.snap.seq)) any |= logged_.insert(e.snap.seq).second;
+    if (any) meta_cv_.notify_all();
   }
   batches_.fetch_add(1, std::memory_order_relaxed);
   store_->no_space_ = false;

@@ -29,6 +29,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/index.h"
 #include "core/inode.h"
 #include "core/record.h"
 #include "core/status.h"
@@ -58,6 +59,10 @@ class Flusher {
   void untrack_locked(const InodeRef& in);
   // Journal entries to append to the next segment record. Thread-safe.
   void add_meta(std::vector<RecordEntry> entries);
+  // The same, waiting up to `timeout` until they are in a synced segment and
+  // that append is committed: Busy if not by then (the evictor carrying
+  // tombstones forward before it deletes their segment).
+  Status log_meta(std::vector<RecordEntry> entries, std::chrono::milliseconds timeout);
   // Retries failed flushes now instead of after the back-off.
   void retry_now();
   // Called by the RamTier when a writer has to wait for RAM.
@@ -79,6 +84,14 @@ class Flusher {
 
  private:
   struct Captured;
+  // Where one write_batch put its records: they extend the index's applied
+  // position of the segment only if they start where it ends (a batch whose
+  // commit failed leaves a gap that the next mount's catch-up fills).
+  struct LogPos {
+    uint64_t seg = 0;
+    uint64_t start = 0;
+    SegmentLogState state;
+  };
   struct Worker {
     std::thread thread;
     std::unique_ptr<SegmentWriter> writer;
@@ -88,14 +101,15 @@ class Flusher {
   bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync);
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
-                     bool gate);
+                     bool gate, LogPos* pos);
   // Writes pending journal entries and the ungated queue; called by a flusher
   // while its data waits for room.
   void serve_ungated(Worker* w);
   // Writes one part of a batch (not gated), then commits or fails it.
   void write_part(Worker* w, std::vector<Captured>& part, std::vector<RecordEntry>& meta,
                   bool sync);
-  void finish_batch(std::vector<Captured>& batch, bool sync);
+  void finish_batch(std::vector<Captured>& batch, const std::vector<RecordEntry>& meta,
+                    const LogPos& pos, bool sync);
   void fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta, const Status& st);
 
   BlockStore* const store_;
@@ -108,6 +122,9 @@ class Flusher {
   std::vector<InodeRef> retry_;           // failed, retried at retry_at_; q_mu_
   std::unordered_set<InodeRef> writing_;  // guarded by q_mu_
   std::vector<RecordEntry> meta_;         // guarded by q_mu_
+  std::unordered_set<uint64_t> tracked_;  // guarded by q_mu_: seqs log_meta waits for
+  std::unordered_set<uint64_t> logged_;   // guarded by q_mu_: of those, committed
+  std::condition_variable meta_cv_;       // guarded by q_mu_: logged_ grew
   bool stopping_ = false;                 // guarded by q_mu_
   bool pressure_ = false;                 // guarded by q_mu_
   bool force_all_ = false;                // guarded by q_mu_

@@ -59,6 +59,28 @@ void Flusher::add_meta(std::vector<RecordEntry> entries) {
   q_cv_.notify_one();
 }
 
+Status Flusher::log_meta(std::vector<RecordEntry> entries, std::chrono::milliseconds timeout) {
+  std::vector<uint64_t> seqs;
+  for (const auto& e : entries) seqs.push_back(e.snap.seq);
+  std::unique_lock l(q_mu_);
+  for (uint64_t s : seqs) tracked_.insert(s);
+  for (auto& e : entries) meta_.push_back(std::move(e));
+  q_cv_.notify_one();
+  const bool done = meta_cv_.wait_for(l, timeout, [&] {
+    if (stopping_) return true;
+    for (uint64_t s : seqs)
+      if (!logged_.count(s)) return false;
+    return true;
+  });
+  bool all = true;
+  for (uint64_t s : seqs) {
+    all &= logged_.erase(s) > 0;
+    tracked_.erase(s);
+  }
+  if (done && all) return Status::OK();
+  return Status::Busy("journal entries not written to a segment in time");
+}
+
 void Flusher::retry_now() {
   {
     std::lock_guard l(q_mu_);

@@ -39,11 +39,41 @@ class RocksLogger : public rocksdb::Logger {
   }
 };
 
-std::string inode_key(uint64_t ino) {
+// A one-letter kind and a big-endian number, so that numbers sort as keys.
+std::string num_key(char kind, uint64_t n) {
   std::string k(9, '\0');
-  k[0] = 'I';
-  for (int i = 0; i < 8; ++i) k[1 + i] = static_cast<char>(ino >> (56 - 8 * i));
+  k[0] = kind;
+  for (int i = 0; i < 8; ++i) k[1 + i] = static_cast<char>(n >> (56 - 8 * i));
   return k;
+}
+
+std::string inode_key(uint64_t ino) {
+  return num_key('I', ino);
+}
+
+uint64_t key_num(const rocksdb::Slice& k) {
+  uint64_t n = 0;
+  for (size_t i = 1; i < 9 && i < k.size(); ++i) n = (n << 8) | static_cast<uint8_t>(k[i]);
+  return n;
+}
+
+void put_u64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint64_t get_u64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::string encode_state(const SegmentLogState& st) {
+  std::string v;
+  put_u64(&v, st.end);
+  put_u64(&v, st.records);
+  put_u64(&v, st.min_seq);
+  put_u64(&v, st.max_seq);
+  return v;
 }
 
 Status from_rocks(const rocksdb::Status& s, const char* what) {
@@ -160,6 +190,100 @@ Status Index::load_all(const std::function<void(InodeSnapshot&&)>& fn, uint64_t 
   return from_rocks(it->status(), "scan index");
 }
 
+Status Index::seqs(uint64_t ino, uint64_t* snap_seq, uint64_t* tomb_seq) {
+  *snap_seq = *tomb_seq = 0;
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
+  std::string v;
+  rocksdb::Status s = impl_->db->Get(rocksdb::ReadOptions(), inode_key(ino), &v);
+  if (s.ok()) {
+    InodeSnapshot snap;
+    KVFS_RETURN_IF_ERROR(decode_snapshot(v, &snap));
+    *snap_seq = snap.seq;
+  } else if (!s.IsNotFound()) {
+    return from_rocks(s, "read index");
+  }
+  s = impl_->db->Get(rocksdb::ReadOptions(), num_key('T', ino), &v);
+  if (s.ok()) {
+    if (v.size() != 8) return Status::Corruption("index tombstone of inode " + std::to_string(ino));
+    *tomb_seq = get_u64(v.data());
+  } else if (!s.IsNotFound()) {
+    return from_rocks(s, "read index");
+  }
+  return Status::OK();
+}
+
+namespace {
+// Calls fn(key, value) for every key that starts with kind.
+using KeyFn = std::function<bool(const rocksdb::Slice& key, const rocksdb::Slice& value)>;
+rocksdb::Status scan_kind(rocksdb::DB* db, char kind, const KeyFn& fn) {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  const std::string lo(1, kind), hi(1, static_cast<char>(kind + 1));
+  rocksdb::Slice upper(hi);
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
+  for (it->Seek(lo); it->Valid(); it->Next())
+    if (!fn(it->key(), it->value())) break;
+  return it->status();
+}
+}  // namespace
+
+Result<std::map<uint64_t, SegmentLogState>> Index::segment_states() {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
+  std::map<uint64_t, SegmentLogState> out;
+  bool bad = false;
+  rocksdb::Status s =
+      scan_kind(impl_->db.get(), 'S', [&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
+        if (k.size() != 9 || v.size() != 32) return !(bad = true);
+        SegmentLogState st;
+        st.end = get_u64(v.data());
+        st.records = get_u64(v.data() + 8);
+        st.min_seq = get_u64(v.data() + 16);
+        st.max_seq = get_u64(v.data() + 24);
+        out[key_num(k)] = st;
+        return true;
+      });
+  if (bad) return Status::Corruption("index: a segment log state does not decode");
+  KVFS_RETURN_IF_ERROR(from_rocks(s, "scan index"));
+  return out;
+}
+
+Status Index::pending(const std::function<void(RecordEntry&&)>& fn) {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
+  Status bad;
+  rocksdb::Status s =
+      scan_kind(impl_->db.get(), 'P', [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
+        std::vector<RecordEntry> es;
+        bad = decode_entries(std::string_view(v.data(), v.size()), &es);
+        if (!bad.ok()) return false;
+        for (auto& e : es) fn(std::move(e));
+        return true;
+      });
+  KVFS_RETURN_IF_ERROR(bad);
+  return from_rocks(s, "scan index");
+}
+
+Result<uint64_t> Index::drop_tombstones() {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
+  uint64_t n = 0;
+  rocksdb::Status s =
+      scan_kind(impl_->db.get(), 'T', [&](const rocksdb::Slice&, const rocksdb::Slice&) {
+        ++n;
+        return true;
+      });
+  if (!s.ok()) return from_rocks(s, "scan index");
+  if (n == 0) return n;
+  rocksdb::WriteOptions w;
+  w.sync = true;
+  s = impl_->db->DeleteRange(w, impl_->db->DefaultColumnFamily(), "T", "U");
+  if (!s.ok()) return from_rocks(s, "drop tombstones");
+  return n;
+}
+
 Status Index::commit(const IndexBatch& b, bool sync) {
   rocksdb::WriteBatch wb;
   std::string buf;
@@ -168,7 +292,23 @@ Status Index::commit(const IndexBatch& b, bool sync) {
     encode_snapshot(*s, &buf);
     wb.Put(inode_key(s->ino), buf);
   }
-  for (uint64_t ino : b.deletes) wb.Delete(inode_key(ino));
+  for (const auto& d : b.deletes) {
+    wb.Delete(inode_key(d.ino));
+    if (d.tomb_seq) {
+      buf.clear();
+      put_u64(&buf, d.tomb_seq);
+      wb.Put(num_key('T', d.ino), buf);
+    }
+  }
+  for (uint64_t ino : b.untombs) wb.Delete(num_key('T', ino));
+  for (const auto& [id, st] : b.segments) wb.Put(num_key('S', id), encode_state(st));
+  for (uint64_t id : b.segment_drops) wb.Delete(num_key('S', id));
+  for (const RecordEntry* e : b.pending) {
+    buf.clear();
+    encode_entries({*e}, &buf);
+    wb.Put(num_key('P', e->snap.seq), buf);
+  }
+  for (uint64_t seq : b.logged) wb.Delete(num_key('P', seq));
   if (b.next_ino) wb.Put("M:next_ino", std::to_string(b.next_ino));
   if (b.next_seq) wb.Put("M:next_seq", std::to_string(b.next_seq));
   rocksdb::WriteOptions w;

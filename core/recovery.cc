@@ -1,6 +1,7 @@
 #include "core/recovery.h"
 
-#include <unordered_map>
+#include <chrono>
+#include <map>
 
 #include "core/index.h"
 #include "core/log.h"
@@ -8,65 +9,150 @@
 
 namespace kvfs {
 
-Status rebuild_index(SegmentStore& segs, Index& index, RebuildStats* st,
-                     const std::function<void(uint64_t, uint64_t)>& progress) {
-  struct Latest {
-    uint64_t seq = 0;
-    bool tomb = false;
-    InodeSnapshot snap;
-  };
-  std::unordered_map<uint64_t, Latest> latest;
-  auto list = segs.list();
-  uint64_t done = 0;
-  for (const auto& seg : list) {
-    uint64_t valid = 0;
-    Status s = segs.scan(
-        seg.id,
-        [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
-          ++st->records;
-          for (auto& e : entries) {
-            st->max_seq = std::max(st->max_seq, e.snap.seq);
-            st->max_ino = std::max(st->max_ino, e.snap.ino);
-            Latest& l = latest[e.snap.ino];
-            if (e.snap.seq < l.seq) continue;
-            l.seq = e.snap.seq;
-            l.tomb = e.kind == EntryKind::kTombstone;
-            if (!l.tomb) l.snap = std::move(e.snap);
-          }
-        },
-        &valid);
-    if (!s.ok()) return s;
-    if (valid < seg.bytes) {
-      ++st->torn_tails;
-      spdlog::warn("segment {}: {} bytes after the last complete record ignored", seg.path,
-                   seg.bytes - valid);
-    }
-    ++st->segments;
-    if (progress) progress(++done, list.size());
+void LogFold::add(std::vector<RecordEntry>& entries) {
+  for (auto& e : entries) {
+    max_seq_ = std::max(max_seq_, e.snap.seq);
+    max_ino_ = std::max(max_ino_, e.snap.ino);
+    Latest& l = latest_[e.snap.ino];
+    // Equal seqs are the same entry written twice (a journal entry logged
+    // again after a crash, a tombstone carried forward): either copy will do.
+    if (e.snap.seq < l.seq) continue;
+    l.seq = e.snap.seq;
+    l.tomb = e.kind == EntryKind::kTombstone;
+    if (l.tomb)
+      l.snap = InodeSnapshot{};
+    else
+      l.snap = std::move(e.snap);
   }
+}
+
+namespace {
+
+uint64_t meta_u64(Index& index, const char* key) {
+  auto v = index.get_meta(key);
+  return v.ok() ? std::strtoull(v->c_str(), nullptr, 10) : 0;
+}
+
+// Writes the folded entries that are newer than what the index holds.
+Status apply(SegmentStore& segs, Index& index, bool fresh, LogFold& fold, CatchUpStats* st) {
   IndexBatch b;
-  for (auto& [ino, l] : latest) {
+  auto flush = [&](bool all) -> Status {
+    if (b.empty() || (!all && b.puts.size() + b.deletes.size() < 10000)) return Status::OK();
+    Status s = index.commit(b, false);
+    b = IndexBatch{};
+    return s;
+  };
+  for (auto& [ino, l] : fold.latest()) {
+    uint64_t snap_seq = 0, tomb_seq = 0;
+    if (!fresh) KVFS_RETURN_IF_ERROR(index.seqs(ino, &snap_seq, &tomb_seq));
+    if (l.seq <= std::max(snap_seq, tomb_seq)) continue;  // the index knows better
+    ++st->applied;
     if (l.tomb) {
       ++st->tombstones;
-      continue;
+      // A rebuild keeps no T key: its next mount drops them all anyway.
+      if (!fresh) b.deletes.push_back({ino, l.seq});
+    } else {
+      // A snapshot is only as good as its extents: drop it if a segment is gone.
+      bool ok = true;
+      for (auto& be : l.snap.extents) ok &= segs.has_segment(be.ext.seg);
+      if (!ok) {
+        spdlog::warn("inode {} ({}) points into a missing segment; dropped", ino, l.snap.name);
+        ++st->dropped;
+        if (snap_seq) b.deletes.push_back({ino, 0});
+        continue;
+      }
+      ++st->inodes;
+      b.puts.push_back(&l.snap);
+      if (tomb_seq) b.untombs.push_back(ino);
     }
-    // A snapshot is only as good as its extents: drop it if a segment is gone.
-    bool ok = true;
-    for (auto& be : l.snap.extents) ok &= segs.has_segment(be.ext.seg);
-    if (!ok) {
-      spdlog::warn("inode {} ({}) points into a missing segment; dropped", ino, l.snap.name);
-      continue;
-    }
-    b.puts.push_back(&l.snap);
-    ++st->inodes;
-    if (b.puts.size() >= 10000) {
-      KVFS_RETURN_IF_ERROR(index.commit(b, false));
-      b.puts.clear();
-    }
+    KVFS_RETURN_IF_ERROR(flush(false));
   }
-  b.next_seq = st->max_seq + 1;
-  b.next_ino = st->max_ino + 1;
-  KVFS_RETURN_IF_ERROR(index.commit(b, true));
+  return flush(true);
+}
+
+}  // namespace
+
+Status catch_up(SegmentStore& segs, Index& index, bool fresh, CatchUpStats* st,
+                const std::function<void(uint64_t, uint64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<uint64_t, SegmentLogState> known;
+  if (!fresh) {
+    auto k = index.segment_states();
+    if (!k.ok()) return k.status();
+    known = std::move(*k);
+  }
+  LogFold fold;
+  IndexBatch fin;
+  std::vector<std::pair<uint64_t, SegmentLogState>> states;
+  auto list = segs.list();
+  uint64_t done = 0;
+  for (const SegmentInfo& seg : list) {
+    auto it = known.find(seg.id);
+    SegmentLogState state = it == known.end() ? SegmentLogState{} : it->second;
+    const bool seen = it != known.end();
+    if (seen) known.erase(it);
+    uint64_t valid = state.end;
+    if (seg.bytes > state.end) {
+      // The index has not applied this far (or the tail is a crash's
+      // preallocated zeros, which one header read tells).
+      uint64_t records = 0;
+      Status s = segs.scan(
+          seg.id,
+          [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
+            ++records;
+            for (const auto& e : entries) state.add_seq(e.snap.seq);
+            fold.add(entries);
+          },
+          &valid, state.end);
+      if (!s.ok()) return s;
+      if (records > 0) {
+        ++st->segments;
+        if (!seen) ++st->new_segments;
+        st->records += records;
+        st->bytes += valid - state.end;
+        state.records += records;
+      }
+      if (valid < seg.bytes) {
+        ++st->torn_tails;
+        if (!seen || valid > state.end || fresh)
+          spdlog::warn("segment {}: {} bytes after the last complete record ignored", seg.path,
+                       seg.bytes - valid);
+      }
+      state.end = valid;
+    } else if (seg.bytes < state.end) {
+      spdlog::warn("segment {} is {} bytes, shorter than the {} bytes the index has applied",
+                   seg.path, seg.bytes, state.end);
+    }
+    segs.set_log_state(seg.id, state.end, state);
+    states.emplace_back(seg.id, state);
+    if (progress) progress(++done, list.size());
+  }
+  for (auto& [id, state] : known) {
+    ++st->gone_segments;
+    spdlog::warn(
+        "segment {} ({} records) is no longer in the backing dir; the files in it are "
+        "dropped",
+        id, state.records);
+    fin.segment_drops.push_back(id);
+  }
+  KVFS_RETURN_IF_ERROR(apply(segs, index, fresh, fold, st));
+  // The positions last, in the final batch: a crash before it applies the
+  // same records again at the next mount (applying is idempotent).
+  fin.segments = std::move(states);
+  st->max_seq = std::max(st->max_seq, fold.max_seq());
+  st->max_ino = std::max(st->max_ino, fold.max_ino());
+  const uint64_t next_seq = fresh ? 0 : meta_u64(index, "next_seq");
+  const uint64_t next_ino = fresh ? 0 : meta_u64(index, "next_ino");
+  if (fold.max_seq() + 1 > next_seq) fin.next_seq = fold.max_seq() + 1;
+  if (fold.max_ino() + 1 > next_ino) fin.next_ino = fold.max_ino() + 1;
+  KVFS_RETURN_IF_ERROR(index.commit(fin, true));
+  st->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::OK();
+}
+
+Status rebuild_index(SegmentStore& segs, Index& index, CatchUpStats* st,
+                     const std::function<void(uint64_t, uint64_t)>& progress) {
+  KVFS_RETURN_IF_ERROR(catch_up(segs, index, /*fresh=*/true, st, progress));
   return index.put_meta("backing_id", segs.backing_id());
 }
 

@@ -1,15 +1,24 @@
-// Recovery: rebuilding the index from the segments, and checking them.
+// Recovery: the index as a follower of the segment log.
 //
 // Every committed snapshot and tombstone is in some segment record, each with
 // a global seq, so the index is "the highest-seq entry per inode, minus
-// tombstones". Torn or corrupt record tails (a crash mid-write) end a
-// segment's scan; they were never committed.
+// tombstones", and it remembers per segment how far it has applied the log
+// (index.h, S keys). catch_up() applies whatever the segments hold past that:
+// records of a crash between a segment sync and its index commit, a segment
+// the index never saw, everything after the copy an index was restored from.
+// A rebuild is the same catch-up from an empty index. Torn or corrupt record
+// tails (a crash mid-write) end a segment's scan; they were never committed.
+//
+// Not thread-safe: runs before the store serves anything (or offline).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
+#include "core/record.h"
 #include "core/status.h"
 
 namespace kvfs {
@@ -17,19 +26,52 @@ namespace kvfs {
 class Index;
 class SegmentStore;
 
-struct RebuildStats {
-  uint64_t segments = 0;
-  uint64_t records = 0;
-  uint64_t inodes = 0;
-  uint64_t tombstones = 0;
-  uint64_t torn_tails = 0;  // segments whose last record was incomplete
-  uint64_t max_seq = 0;
-  uint64_t max_ino = 0;
+// The newest entry per inode of some stretch of the log: what a rebuild, a
+// catch-up and fsck fold the segments into.
+class LogFold {
+ public:
+  struct Latest {
+    uint64_t seq = 0;
+    bool tomb = false;
+    InodeSnapshot snap;  // empty for a tombstone
+  };
+  // Folds one record's entries in (they are consumed).
+  void add(std::vector<RecordEntry>& entries);
+  std::unordered_map<uint64_t, Latest>& latest() { return latest_; }
+  uint64_t max_seq() const { return max_seq_; }
+  uint64_t max_ino() const { return max_ino_; }
+
+ private:
+  std::unordered_map<uint64_t, Latest> latest_;
+  uint64_t max_seq_ = 0, max_ino_ = 0;
 };
 
-// Fills an empty index from the segments and marks it as belonging to the
-// backing dir. progress(done, total) is called after each segment.
-Status rebuild_index(SegmentStore& segs, Index& index, RebuildStats* st,
+struct CatchUpStats {
+  uint64_t segments = 0;       // segments with records the index had not applied
+  uint64_t new_segments = 0;   // of those, segments the index had never seen
+  uint64_t gone_segments = 0;  // segments the index knew that are gone
+  uint64_t records = 0;        // records read
+  uint64_t bytes = 0;          // bytes of records read
+  uint64_t applied = 0;        // entries newer than the index's, applied
+  uint64_t inodes = 0;         // snapshots written
+  uint64_t tombstones = 0;     // inodes deleted (or kept deleted)
+  uint64_t dropped = 0;        // snapshots pointing into a missing segment
+  uint64_t torn_tails = 0;     // segments whose last record was incomplete
+  uint64_t max_seq = 0, max_ino = 0;
+  double seconds = 0;
+};
+
+// Applies every record the index has not applied yet, from each segment's
+// applied position to its last complete record, and records the new
+// positions (the segment store learns them too, set_log_state). fresh: the
+// index is empty (a rebuild: nothing to compare against). progress(done,
+// total) after each segment scanned.
+Status catch_up(SegmentStore& segs, Index& index, bool fresh, CatchUpStats* st,
+                const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// Fills an empty index from the segments (a catch-up from nothing) and marks
+// it as belonging to the backing dir.
+Status rebuild_index(SegmentStore& segs, Index& index, CatchUpStats* st,
                      const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace kvfs

@@ -311,7 +311,37 @@ Status SegmentStore::remove_segment(uint64_t id) {
   return Status::OK();
 }
 
-Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes) {
+void SegmentStore::set_log_state(uint64_t id, uint64_t valid, const SegmentLogState& applied) {
+  std::unique_lock l(mu_);
+  if (auto it = segs_.find(id); it != segs_.end()) {
+    it->second.valid = valid;
+    it->second.applied = applied.end;
+    it->second.min_seq = applied.min_seq;
+    it->second.max_seq = applied.max_seq;
+  }
+}
+
+void SegmentStore::note_applied(uint64_t id, uint64_t applied) {
+  std::unique_lock l(mu_);
+  if (auto it = segs_.find(id); it != segs_.end())
+    it->second.applied = std::max(it->second.applied, applied);
+}
+
+uint64_t SegmentStore::applied(uint64_t id) const {
+  std::shared_lock l(mu_);
+  auto it = segs_.find(id);
+  return it == segs_.end() ? 0 : it->second.applied;
+}
+
+uint64_t SegmentStore::min_seq_except(uint64_t except) const {
+  std::shared_lock l(mu_);
+  uint64_t m = UINT64_MAX;
+  for (auto& [id, info] : segs_)
+    if (id != except && info.min_seq != 0) m = std::min(m, info.min_seq);
+  return m;
+}
+
+Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes, uint64_t from) {
   std::string path;
   {
     std::shared_lock l(mu_);
@@ -324,7 +354,7 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
   struct stat st;
   ::fstat(fd, &st);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  uint64_t off = 0;
+  uint64_t off = from;
   std::string meta;
   while (off + kRecordHeaderSize <= size) {
     char hdr[kRecordHeaderSize];
@@ -473,6 +503,9 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
     return st;
   }
   off_ = pos;
+  state_.end = off_;
+  ++state_.records;
+  for (const auto& e : entries) state_.add_seq(e.snap.seq);
   return Status::OK();
 }
 
@@ -504,6 +537,14 @@ Status SegmentWriter::sync() {
     st = Status::FromErrno(errno, "fdatasync segment " + std::to_string(id_));
   if (!st.ok()) failed_ = st;
   store_->note_size(id_, off_);
+  if (st.ok()) {
+    std::unique_lock l(store_->mu_);
+    if (auto it = store_->segs_.find(id_); it != store_->segs_.end()) {
+      it->second.valid = off_;
+      it->second.min_seq = state_.min_seq;
+      it->second.max_seq = state_.max_seq;
+    }
+  }
   return st;
 }
 

@@ -23,6 +23,7 @@
 
 #include "core/buffer.h"
 #include "core/config.h"
+#include "core/index.h"
 #include "core/record.h"
 #include "core/status.h"
 
@@ -36,6 +37,12 @@ struct SegmentInfo {
   uint64_t live = 0;   // block bytes (4 KiB-padded) that some inode points at
   bool open = false;   // a writer is appending to it
   std::string path;
+  // The segment log: complete records end at `valid`; the index has applied
+  // them up to `applied` (index.h, S keys). A segment is deleted only when
+  // applied == valid: every record in it is known, so none is lost unseen.
+  uint64_t valid = 0;
+  uint64_t applied = 0;
+  uint64_t min_seq = 0, max_seq = 0;  // of the entries in its records (0: none)
 };
 
 class SegmentWriter;
@@ -62,12 +69,23 @@ class SegmentStore {
   bool has_segment(uint64_t id) const;
   Status remove_segment(uint64_t id);
 
-  // Walks the records of one segment in order, stopping quietly at the first
-  // torn or corrupt record (the tail of a crash). fn gets the record's offset,
-  // header and decoded entries.
+  // Walks the records of one segment in order from offset `from` (a record
+  // start), stopping quietly at the first torn or corrupt record (the tail of
+  // a crash). fn gets the record's offset, header and decoded entries;
+  // valid_bytes the end of the last complete record.
   using RecordFn =
       std::function<void(uint64_t off, const RecordHeader&, std::vector<RecordEntry>&)>;
-  Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr);
+  Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr, uint64_t from = 0);
+
+  // The segment log's state as the index knows it (catch-up at mount), and
+  // as the flushers extend it: records complete up to `valid`, applied to
+  // the index up to `applied`.
+  void set_log_state(uint64_t id, uint64_t valid, const SegmentLogState& applied);
+  void note_applied(uint64_t id, uint64_t applied);
+  uint64_t applied(uint64_t id) const;
+  // Lowest min_seq of every segment but `except` (UINT64_MAX if none has
+  // entries): no record older than that remains elsewhere.
+  uint64_t min_seq_except(uint64_t except) const;
 
   // How far ahead of its writes an open segment is allocated.
   uint64_t prealloc_step() const;
@@ -110,6 +128,8 @@ class SegmentWriter {
   ~SegmentWriter();
   uint64_t id() const { return id_; }
   uint64_t size() const { return off_; }
+  // What the records appended so far hold (end = size()).
+  SegmentLogState log_state() const { return state_; }
 
   struct Block {
     ConstBufRef buf;  // capacity >= align_up(len); bytes past len are zeroed here
@@ -135,6 +155,7 @@ class SegmentWriter {
   uint64_t id_;
   int fd_;
   uint64_t off_ = 0;
+  SegmentLogState state_;   // of the records appended (end, records, seqs)
   uint64_t allocated_ = 0;  // fallocate()d size
   bool no_fallocate_ = false;
   std::unique_ptr<io_uring> ring_;

@@ -152,12 +152,6 @@ class Fsck {
   }
 
  private:
-  struct Latest {
-    uint64_t seq = 0;
-    bool tomb = false;
-    InodeSnapshot snap;
-  };
-
   void problem(const std::string& m) {
     ++problems_;
     if (problems_ > 100) return;
@@ -186,13 +180,8 @@ class Fsck {
           seg.id,
           [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
             ++records_;
-            for (auto& e : entries) {
-              Latest& l = latest_[e.snap.ino];
-              if (e.snap.seq < l.seq) continue;
-              l.seq = e.snap.seq;
-              l.tomb = e.kind == EntryKind::kTombstone;
-              if (!l.tomb) l.snap = std::move(e.snap);
-            }
+            ++seg_records_[seg.id];
+            fold_.add(entries);
           },
           &valid);
       if (!s.ok()) {
@@ -213,7 +202,7 @@ class Fsck {
   void from_segments() {
     from_index_ = false;
     snaps_.clear();
-    for (auto& [ino, l] : latest_)
+    for (auto& [ino, l] : fold_.latest())
       if (!l.tomb) snaps_.push_back(l.snap);
   }
 
@@ -246,19 +235,20 @@ class Fsck {
       return from_segments();
     }
     from_index_ = true;
+    check_applied(**idx);
     // The index against the segments: a rebuild keeps the newest snapshot
     // per inode, so both should agree after a clean unmount.
     std::set<uint64_t> in_index;
     uint64_t newer = 0, stale = 0, missing = 0;
     for (const auto& snap : snaps_) {
       in_index.insert(snap.ino);
-      auto it = latest_.find(snap.ino);
-      if (it == latest_.end() || it->second.seq < snap.seq)
+      auto it = fold_.latest().find(snap.ino);
+      if (it == fold_.latest().end() || it->second.seq < snap.seq)
         ++newer;
       else if (it->second.seq > snap.seq)
         ++stale;
     }
-    for (auto& [ino, l] : latest_)
+    for (auto& [ino, l] : fold_.latest())
       if (!l.tomb && !in_index.count(ino)) ++missing;
     if (newer)
       warning(std::to_string(newer) +
@@ -269,6 +259,41 @@ class Fsck {
     if (missing)
       warning(std::to_string(missing) +
               " inodes in the segments are not in the index (a rebuild would bring them back)");
+  }
+
+  // The index follows the segment log: records past its applied position in
+  // some segment are not in it yet (the next mount applies them).
+  void check_applied(Index& idx) {
+    auto known = idx.segment_states();
+    if (!known.ok()) {
+      problem("the index's segment positions are unreadable: " + known.status().ToString());
+      return;
+    }
+    uint64_t segs = 0, unseen = 0, bytes = 0, records = 0;
+    for (const SegmentInfo& seg : segs_->list()) {
+      const uint64_t valid = valid_.count(seg.id) ? valid_[seg.id] : 0;
+      auto it = known->find(seg.id);
+      const uint64_t end = it == known->end() ? 0 : it->second.end;
+      const uint64_t rec = it == known->end() ? 0 : it->second.records;
+      if (valid > end) {
+        ++segs;
+        unseen += it == known->end();
+        bytes += valid - end;
+        const uint64_t total = seg_records_[seg.id];
+        records += total > rec ? total - rec : 0;
+      }
+    }
+    uint64_t gone = 0;
+    for (auto& [id, st] : *known) gone += !segs_->has_segment(id);
+    if (segs)
+      problem("the index is behind the segments: " + std::to_string(records) + " records (" +
+              human_bytes(double(bytes)) + ") in " + std::to_string(segs) + " segments (" +
+              std::to_string(unseen) +
+              " of them unknown to it) are not applied; the next mount applies them");
+    if (gone)
+      warning(std::to_string(gone) +
+              " segments the index knows are gone from the backing dir (the next mount drops "
+              "their files)");
   }
 
   std::string path_of(uint64_t ino) const {
@@ -367,8 +392,9 @@ class Fsck {
   OfflineOpts o_;
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Progress> bar_;
-  std::unordered_map<uint64_t, Latest> latest_;
-  std::unordered_map<uint64_t, uint64_t> valid_;  // segment id -> bytes of complete records
+  LogFold fold_;
+  std::unordered_map<uint64_t, uint64_t> seg_records_;  // segment id -> complete records
+  std::unordered_map<uint64_t, uint64_t> valid_;        // segment id -> bytes of complete records
   std::vector<InodeSnapshot> snaps_;
   std::unordered_map<uint64_t, const InodeSnapshot*> by_ino_;
   std::string index_dir_;
@@ -401,7 +427,7 @@ int cmd_rebuild_index(const OfflineOpts& o) {
   ::chmod(dir.c_str(), 0700);
   auto idx = Index::Open(dir);
   if (!idx.ok()) fail(kExitUnreachable, "cannot create the index: " + idx.status().ToString());
-  RebuildStats st;
+  CatchUpStats st;
   Status s;
   {
     Progress bar("rebuild index");
@@ -410,9 +436,9 @@ int cmd_rebuild_index(const OfflineOpts& o) {
   }
   if (!s.ok()) fail(kExitUnreachable, "rebuild failed: " + s.ToString());
   std::printf(
-      "index rebuilt in %s: %llu segments, %llu records, %llu inodes, %llu tombstones, %llu "
-      "torn tails\n",
-      dir.c_str(), static_cast<unsigned long long>(st.segments),
+      "index rebuilt in %s (%.1f s): %llu segments, %llu records, %llu inodes, %llu "
+      "tombstones, %llu torn tails\n",
+      dir.c_str(), st.seconds, static_cast<unsigned long long>(segs->list().size()),
       static_cast<unsigned long long>(st.records), static_cast<unsigned long long>(st.inodes),
       static_cast<unsigned long long>(st.tombstones),
       static_cast<unsigned long long>(st.torn_tails));
