@@ -183,7 +183,7 @@ Status BlockStore::load() {
   if (!rebuilt_) {
     // The index follows the segment log: apply what it has not seen yet
     // (recovery.h) before anything is served or removed on its view.
-    CatchUpStats cu;
+    CatchUpStats& cu = catch_up_;
     if (Status s = catch_up(*segs_, *index_, fresh, &cu); !s.ok()) {
       KVFS_RETURN_IF_ERROR(rebuild("catching up with the segments failed: " + s.ToString()));
     } else if (cu.records > 0 || cu.gone_segments > 0) {
@@ -683,6 +683,10 @@ EvictorStats BlockStore::evictor_stats() {
 Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
   KVFS_RETURN_IF_ERROR(check_writable());
   return evictor_->evict(r);
+}
+
+void BlockStore::evict_pass_now() {
+  evictor_->pass_now();
 }
 
 uint64_t BlockStore::housekeep() {

@@ -35,6 +35,7 @@
 #include "core/inode.h"
 #include "core/namespace.h"
 #include "core/ram_tier.h"
+#include "core/recovery.h"
 #include "core/status.h"
 
 namespace kvfs {
@@ -117,6 +118,8 @@ class BlockStore : public Journal {
 
   const StoreConfig& config() const { return cfg_; }
   bool rebuilt_index() const { return rebuilt_; }
+  // What the mount's catch-up with the segment log applied (recovery.h).
+  const CatchUpStats& catch_up_stats() const { return catch_up_; }
 
   // --- namespace ---
   Result<Attr> lookup(uint64_t parent, std::string_view name);  // +1 kernel ref
@@ -169,6 +172,7 @@ class BlockStore : public Journal {
   // --- capacity and eviction (evictor.h) ---
   Result<EvictResult> evict(const EvictRequest& r);
   uint64_t housekeep();                             // orphaned tmp files now; returns how many went
+  void evict_pass_now();                            // one capacity pass on this thread
   Result<uint64_t> resolve(std::string_view path);  // path relative to the root
   Status set_capacity(uint64_t bytes);
   Status set_ram_size(uint64_t bytes);
@@ -203,6 +207,7 @@ class BlockStore : public Journal {
   StoreConfig cfg_;
   bool rebuilt_ = false;
   bool caught_up_ = false;  // the mount's catch-up applied entries
+  CatchUpStats catch_up_;
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;

@@ -93,6 +93,8 @@ class Evictor {
   Result<EvictResult> evict(const EvictRequest& r);
   // Runs the housekeeping pass now; returns how many files it removed.
   uint64_t housekeep_now();
+  // Runs one capacity pass (evict, reclaim) on the caller's thread.
+  void pass_now() { pass(false); }
 
   uint64_t capacity() const { return capacity_.load(); }
   void set_capacity(uint64_t bytes);
