@@ -184,7 +184,15 @@ Status BlockStore::load() {
     // The index follows the segment log: apply what it has not seen yet
     // (recovery.h) before anything is served or removed on its view.
     CatchUpStats& cu = catch_up_;
-    if (Status s = catch_up(*segs_, *index_, fresh, &cu); !s.ok()) {
+    const CatchUpMode mode = fresh                          ? CatchUpMode::kFresh
+                             : keeps_log_positions(*index_) ? CatchUpMode::kFollow
+                                                            : CatchUpMode::kAdopt;
+    if (mode == CatchUpMode::kAdopt)
+      spdlog::warn(
+          "the index in {} was written by a kvfs that kept no segment positions: taking "
+          "the segments as applied (a one-time scan)",
+          dir);
+    if (Status s = catch_up(*segs_, *index_, mode, &cu); !s.ok()) {
       KVFS_RETURN_IF_ERROR(rebuild("catching up with the segments failed: " + s.ToString()));
     } else if (cu.records > 0 || cu.gone_segments > 0) {
       spdlog::warn(

@@ -28,6 +28,8 @@ void LogFold::add(std::vector<RecordEntry>& entries) {
 
 namespace {
 
+constexpr const char* kLogFormatKey = "log_format";
+
 uint64_t meta_u64(Index& index, const char* key) {
   auto v = index.get_meta(key);
   return v.ok() ? std::strtoull(v->c_str(), nullptr, 10) : 0;
@@ -72,9 +74,15 @@ Status apply(SegmentStore& segs, Index& index, bool fresh, LogFold& fold, CatchU
 
 }  // namespace
 
-Status catch_up(SegmentStore& segs, Index& index, bool fresh, CatchUpStats* st,
+bool keeps_log_positions(Index& index) {
+  return index.get_meta(kLogFormatKey).ok();
+}
+
+Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats* st,
                 const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
+  const bool fresh = mode == CatchUpMode::kFresh;
+  const bool adopt = mode == CatchUpMode::kAdopt;
   std::map<uint64_t, SegmentLogState> known;
   if (!fresh) {
     auto k = index.segment_states();
@@ -101,11 +109,11 @@ Status catch_up(SegmentStore& segs, Index& index, bool fresh, CatchUpStats* st,
           [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
             ++records;
             for (const auto& e : entries) state.add_seq(e.snap.seq);
-            fold.add(entries);
+            if (!adopt) fold.add(entries);
           },
           &valid, state.end);
       if (!s.ok()) return s;
-      if (records > 0) {
+      if (records > 0 && !adopt) {
         ++st->segments;
         if (!seen) ++st->new_segments;
         st->records += records;
@@ -146,13 +154,14 @@ Status catch_up(SegmentStore& segs, Index& index, bool fresh, CatchUpStats* st,
   if (fold.max_seq() + 1 > next_seq) fin.next_seq = fold.max_seq() + 1;
   if (fold.max_ino() + 1 > next_ino) fin.next_ino = fold.max_ino() + 1;
   KVFS_RETURN_IF_ERROR(index.commit(fin, true));
+  KVFS_RETURN_IF_ERROR(index.put_meta(kLogFormatKey, "1"));
   st->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status::OK();
 }
 
 Status rebuild_index(SegmentStore& segs, Index& index, CatchUpStats* st,
                      const std::function<void(uint64_t, uint64_t)>& progress) {
-  KVFS_RETURN_IF_ERROR(catch_up(segs, index, /*fresh=*/true, st, progress));
+  KVFS_RETURN_IF_ERROR(catch_up(segs, index, CatchUpMode::kFresh, st, progress));
   return index.put_meta("backing_id", segs.backing_id());
 }
 

@@ -61,13 +61,27 @@ struct CatchUpStats {
   double seconds = 0;
 };
 
+// How catch_up treats the index.
+enum class CatchUpMode {
+  kFollow,  // apply what the segments hold past each applied position
+  kFresh,   // the index is empty (a rebuild): apply all, nothing to compare
+  // An index written by a kvfs that kept no positions: it is trusted, as
+  // that kvfs did, and the segments as they are become its positions
+  // (applying them could bring back files whose deletion records that kvfs
+  // lost to reclamation). Scans every segment once.
+  kAdopt,
+};
+
 // Applies every record the index has not applied yet, from each segment's
 // applied position to its last complete record, and records the new
-// positions (the segment store learns them too, set_log_state). fresh: the
-// index is empty (a rebuild: nothing to compare against). progress(done,
+// positions (the segment store learns them too, set_log_state), and the
+// meta key "log_format" that says the index keeps them. progress(done,
 // total) after each segment scanned.
-Status catch_up(SegmentStore& segs, Index& index, bool fresh, CatchUpStats* st,
+Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats* st,
                 const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// The index keeps applied positions (it was written by this kvfs)?
+bool keeps_log_positions(Index& index);
 
 // Fills an empty index from the segments (a catch-up from nothing) and marks
 // it as belonging to the backing dir.

@@ -153,8 +153,7 @@ TEST(CatchUp, RemovedNamesNeverComeBackAfterReclamationAndRebuild) {
   }
   // 3x the cap through it: capacity eviction and reclamation delete segments.
   for (int i = 0; i < 48; ++i) {
-    ASSERT_EQ(write_fsync(m.path("fill" + std::to_string(i)), make_content(4 * kMiB, 900 + i)),
-              "");
+    ASSERT_EQ(write_fsync(m.path("fill" + std::to_string(i)), make_content(4 * kMiB, 900 + i)), "");
     std::string got;
     ASSERT_TRUE(read_file(m.path("keep"), &got) && got == keep) << "after fill " << i;
   }

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -239,6 +240,45 @@ TEST_F(RecoveryTest, DeletionsSurviveReclamationAndRebuild) {
   EXPECT_EQ(get(kRootIno, "target"), "new content");
   EXPECT_TRUE(get(kRootIno, "keep") == pattern(4 * kMiB, 6));
   EXPECT_TRUE(get(kRootIno, "last") == pattern(kMiB, 8));
+}
+
+// An index written by a kvfs that kept no segment positions is trusted as
+// it was (that kvfs could lose deletion records to reclamation: applying the
+// segments could bring such files back), and follows the log from then on.
+TEST_F(RecoveryTest, IndexWithoutPositionsIsAdopted) {
+  open_store();
+  put(kRootIno, "a", "aaa");
+  const uint64_t b = put(kRootIno, "b", "bbb");
+  close_store();
+  {
+    // What the older kvfs left: no positions, no log_format, and b deleted
+    // in the index while the segments still hold its snapshot alone.
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Options o;
+    ASSERT_TRUE(rocksdb::DB::Open(o, index_dir(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), "M:log_format").ok());
+    std::string key(9, '\0');
+    key[0] = 'I';
+    for (int i = 0; i < 8; ++i) key[1 + i] = static_cast<char>(b >> (56 - 8 * i));
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), key).ok());
+    ASSERT_TRUE(db->DeleteRange(rocksdb::WriteOptions(), db->DefaultColumnFamily(), "S", "T").ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  open_store();
+  EXPECT_FALSE(store_->rebuilt_index());
+  EXPECT_EQ(store_->catch_up_stats().applied, 0u);
+  EXPECT_EQ(get(kRootIno, "a"), "aaa");
+  EXPECT_TRUE(get(kRootIno, "b") == "<missing>");
+  put(kRootIno, "c", "ccc");
+  close_store();
+  // Positions kept from now on: a later stale copy is caught up as usual.
+  auto idx = Index::Open(index_dir());
+  ASSERT_TRUE(idx.ok());
+  EXPECT_TRUE(keeps_log_positions(**idx));
+  auto states = (*idx)->segment_states();
+  ASSERT_TRUE(states.ok());
+  EXPECT_FALSE(states->empty());
 }
 
 // The fold keeps the newest entry per inode, tombstones included, whatever

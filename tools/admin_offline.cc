@@ -264,6 +264,12 @@ class Fsck {
   // The index follows the segment log: records past its applied position in
   // some segment are not in it yet (the next mount applies them).
   void check_applied(Index& idx) {
+    if (!keeps_log_positions(idx)) {
+      warning(
+          "the index keeps no segment positions (written by an older kvfs); the next mount "
+          "takes the segments as applied");
+      return;
+    }
     auto known = idx.segment_states();
     if (!known.ok()) {
       problem("the index's segment positions are unreadable: " + known.status().ToString());
