@@ -379,9 +379,6 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
     ib.next_seq = store_->next_seq_.load();
     if (!ib.empty()) cs = store_->index_->commit(ib, sync);
     if (cs.ok() && !ib.segments.empty()) store_->segs_->note_applied(pos.seg, pos.state.end);
-    ib.next_ino = store_->ns_->next_ino();
-    ib.next_seq = store_->next_seq_.load();
-    if (!ib.empty()) cs = store_->index_->commit(ib, sync);
     if (cs.ok()) {
       for (auto& c : batch) {
         Inode& in = *c.in;
