@@ -9,7 +9,11 @@
 #   3. clean remount: umount, wait for the daemon to exit, mount again; time
 #      until the mount returns and a stat works; lookups again;
 #   4. index rebuild: umount, delete index_dir, mount; same timing; lookups
-#      and a content check of random files.
+#      and a content check of random files;
+#   5. catch-up: umount, keep a copy of index_dir, mount, create
+#      KVFS_SCALE_NEW more files (another model dir) and flush, kill -9, put
+#      the old copy back, mount: time until a new file stats, what the mount
+#      caught up (records, bytes, seconds), new files present and checked.
 # Prints a Markdown table, writes bench/results/scale.{jsonl,md}.
 #
 #   sudo bench/run_scale.sh [BUILD_DIR]
@@ -42,6 +46,28 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}'; }
 rss_mib() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$(kvfs_pid)/status"; }
 lookup() { bench scale "$KMNT" --phase lookup --files "$N" --samples 20000 "$@"; }
+# kstat FIELD...: the daemon's stats, one line of the given fields (a.b paths).
+kstat() {
+  python3 - "$KMNT/.kvfs-control" "$@" <<'EOF'
+import os, sys, json
+fd = os.open(sys.argv[1], os.O_RDWR); os.write(fd, b'{"cmd":"stats"}')
+out = b""
+while True:
+    b = os.pread(fd, 1 << 16, len(out))
+    if not b: break
+    out += b
+j = json.loads(out)
+vals = []
+for f in sys.argv[2:]:
+    v = j
+    for k in f.split("."):
+        v = v.get(k, 0) if isinstance(v, dict) else 0
+    vals.append(str(v))
+print(" ".join(vals))
+EOF
+}
+NEW=${KVFS_SCALE_NEW:-20000}
+PROBE2=$KMNT/Qwen_Qwen3-8B_000000000002/config.json # salt 2: the catch-up phase
 
 mkdir -p "$WORK" "$KMNT" "$OUT"
 unmount_stale
@@ -58,18 +84,7 @@ t0=$(now)
 python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)" "$KMNT"
 flush_s=$(since "$t0")
 rss_created=$(rss_mib)
-stats=$(python3 - "$KMNT/.kvfs-control" <<'EOF'
-import os, sys, json
-fd = os.open(sys.argv[1], os.O_RDWR); os.write(fd, b'{"cmd":"stats"}')
-out = b""
-while True:
-    b = os.pread(fd, 1 << 16, len(out))
-    if not b: break
-    out += b
-j = json.loads(out)
-print(j["files"], j.get("directories", 0), j["backing"]["used_bytes"], j["backing"]["segments"])
-EOF
-)
+stats=$(kstat files directories backing.used_bytes backing.segments)
 read -r kfiles kdirs kbytes ksegs <<<"$stats"
 log "created: $kfiles files, $kdirs dirs, ${kbytes} B in $ksegs segments; daemon RSS ${rss_created} MiB"
 
@@ -100,8 +115,28 @@ stat "$PROBE" >/dev/null
 rebuild_s=$(since "$t0")
 wait_settled 30
 l_rebuild=$(lookup --verify 1000)
+
+log "catch-up: an index copy from before $NEW more files, put back after kill -9"
+umount_kvfs
+rm -rf "$INDEX.old" && cp -a "$INDEX" "$INDEX.old"
+mount_kvfs "$RAM" capacity=1T
+wait_settled 30
+bench scale "$KMNT" --phase create --files "$NEW" --threads "$THREADS" --salt 2 >/dev/null
+python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)" "$KMNT"
+pid=$(kvfs_pid)
+kill -9 "$pid"
+while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+fusermount3 -u -z "$KMNT" || true
+rm -rf "$INDEX" && mv "$INDEX.old" "$INDEX"
+t0=$(now)
+mount_kvfs "$RAM" capacity=1T
+stat "$PROBE2" >/dev/null
+stale_s=$(since "$t0")
+read -r cu_records cu_bytes cu_s cu_entries <<<"$(kstat index.caught_up_records index.caught_up_bytes index.caught_up_seconds index.caught_up_entries)"
+wait_settled 30
+l_stale=$(bench scale "$KMNT" --phase lookup --files "$NEW" --samples 2000 --salt 2 --verify 1000)
 elapsed=$((SECONDS - start))
-echo "{\"cmd\":\"scale-summary\",\"files\":$N,\"flush_s\":$flush_s,\"umount_s\":$umount_s,\"remount_s\":$remount_s,\"rebuild_s\":$rebuild_s,\"rss_created_mib\":$rss_created,\"rss_remount_mib\":$rss_remount,\"kvfs_files\":$kfiles,\"kvfs_dirs\":$kdirs,\"backing_bytes\":$kbytes,\"segments\":$ksegs}" >>"$RAW"
+echo "{\"cmd\":\"scale-summary\",\"files\":$N,\"flush_s\":$flush_s,\"umount_s\":$umount_s,\"remount_s\":$remount_s,\"rebuild_s\":$rebuild_s,\"stale_remount_s\":$stale_s,\"caught_up_records\":$cu_records,\"caught_up_bytes\":$cu_bytes,\"caught_up_s\":$cu_s,\"rss_created_mib\":$rss_created,\"rss_remount_mib\":$rss_remount,\"kvfs_files\":$kfiles,\"kvfs_dirs\":$kdirs,\"backing_bytes\":$kbytes,\"segments\":$ksegs}" >>"$RAW"
 
 {
   echo "## kvfs scale test ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${elapsed}s)"
@@ -122,6 +157,8 @@ echo "{\"cmd\":\"scale-summary\",\"files\":$N,\"flush_s\":$flush_s,\"umount_s\":
   echo "| umount (flush + exit) | ${umount_s} s | - | - |"
   echo "| clean remount: mount returns + stat works | ${remount_s} s | < 5 s | $(verdict "$remount_s" "<" 5) |"
   echo "| index rebuild from segments: mount + stat | ${rebuild_s} s | - | - |"
+  echo "| older index copy put back after $NEW more files and kill -9: mount + stat of a new file | ${stale_s} s ($cu_entries entries from $cu_records records, $((cu_bytes / 1048576)) MiB, caught up in ${cu_s} s) | - | - |"
+  echo "| stat p99 present, the caught-up files (1000 read and checked) | $(jget "$l_stale" stat_present_p99_us) µs | - | - |"
   echo "| daemon RSS after the creates / after remount | ${rss_created} / ${rss_remount} MiB | - | - |"
 } | tee "$OUT/scale.md"
 log "raw JSON lines: $RAW"

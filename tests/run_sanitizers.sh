@@ -7,7 +7,8 @@
 #
 #   asan (default): build-asan, -fsanitize=address,undefined, every test.
 #   tsan:           build-tsan, -fsanitize=thread, the concurrency tests
-#                   (block_store_test, evictor_test, mount_races_test).
+#                   (block_store_test, evictor_test, recovery_test,
+#                   mount_races_test).
 #
 # A daemonized kvfs logs to syslog and its stderr goes nowhere, so the
 # sanitizers write their reports to files (log_path) under
@@ -30,14 +31,15 @@ case "$mode" in
     build=build-asan
     sanitize="address,undefined"
     targets=(kvfs kvfs-admin no_uring_exec status_config_test record_test namespace_load_test
-             ram_tier_test block_store_test evictor_test fuzz_record_smoke fuzz_ops_smoke)
+             ram_tier_test block_store_test evictor_test index_test recovery_test
+             fuzz_record_smoke fuzz_ops_smoke)
     ctest_filter=()
     ;;
   tsan)
     build=build-tsan
     sanitize="thread"
-    targets=(kvfs block_store_test evictor_test mount_races_test)
-    ctest_filter=(-R "^(StoreTest|EvictorTest)\.|^mount_races_test$")
+    targets=(kvfs block_store_test evictor_test recovery_test mount_races_test)
+    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest)\.|^mount_races_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2
