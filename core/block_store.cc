@@ -266,7 +266,24 @@ Status BlockStore::Close() {
   Status st;
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
-  if (!st.ok()) spdlog::error("unmount: some data could not be flushed: {}", st.ToString());
+  if (!st.ok()) {
+    spdlog::error("unmount: some data could not be flushed: {}", st.ToString());
+    // Every file that is lost with the daemon, by name, so that the owner
+    // of the data can tell what to write again.
+    size_t n = 0;
+    for (InodeRef& in : ns_->all()) {
+      uint64_t parent;
+      std::string name;
+      {
+        std::lock_guard g(in->mu);
+        if (!in->is_reg() || !in->dirty() || !in->linked.load()) continue;
+        parent = in->parent;
+        name = in->name;
+      }
+      if (++n <= 1000) spdlog::error("unmount: not flushed, lost: {}", ns_->path(parent, name));
+    }
+    if (n > 1000) spdlog::error("unmount: {} more files not flushed", n - 1000);
+  }
   {
     std::lock_guard l(open_mu_);
     for (OpenFile* f : open_files_) delete f;
@@ -693,6 +710,10 @@ Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
   return evictor_->evict(r);
 }
 
+const std::string& BlockStore::node_id() const {
+  return segs_->node();
+}
+
 void BlockStore::evict_pass_now() {
   evictor_->pass_now();
 }
@@ -708,9 +729,7 @@ Result<uint64_t> BlockStore::resolve(std::string_view path) {
 }
 
 Status BlockStore::set_capacity(uint64_t bytes) {
-  if (bytes < 2 * cfg_.segment_size)
-    return Status::Invalid("capacity must be at least two segments (" +
-                           format_size(2 * cfg_.segment_size) + ")");
+  KVFS_RETURN_IF_ERROR(check_capacity(bytes, cfg_.segment_size));
   evictor_->set_capacity(bytes);
   no_space_ = false;
   ram_->set_flush_error(Status::OK());
@@ -720,7 +739,7 @@ Status BlockStore::set_capacity(uint64_t bytes) {
 }
 
 Status BlockStore::set_ram_size(uint64_t bytes) {
-  if (bytes < (16ull << 20)) return Status::Invalid("ram_size must be at least 16M");
+  KVFS_RETURN_IF_ERROR(check_ram_size(bytes));
   ram_->set_capacity(bytes);
   spdlog::info("ram_size set to {}", format_size(bytes));
   return Status::OK();

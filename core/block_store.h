@@ -117,6 +117,7 @@ class BlockStore : public Journal {
   Status Close();
 
   const StoreConfig& config() const { return cfg_; }
+  const std::string& node_id() const;  // the effective one (hostname by default)
   bool rebuilt_index() const { return rebuilt_; }
   // What the mount's catch-up with the segment log applied (recovery.h).
   const CatchUpStats& catch_up_stats() const { return catch_up_; }

@@ -50,6 +50,10 @@ struct StoreConfig {
   // the index holds 100,000 inodes, one below that (a few milliseconds).
   unsigned load_threads = 0;
 
+  // How long opening the backing dir waits for a kvfs that was unmounted
+  // and is still flushing to release it (a remount right after umount).
+  double lock_wait_s = 600;
+
   // Read-only mount: every change fails with EROFS, nothing is flushed.
   bool read_only = false;
 
@@ -88,6 +92,11 @@ struct StoreConfig {
 };
 
 // "64M", "1G", "4096", "1.5T" -> bytes. K/M/G/T are powers of 1024.
+// Rules shared by validate() and the runtime setters (kvfs-admin config).
+Status check_ram_size(uint64_t bytes);
+Status check_capacity(uint64_t bytes, uint64_t segment_size);
+uint64_t machine_memory();  // physical memory in bytes (0 if unknown)
+
 std::optional<uint64_t> parse_size(const std::string& s);
 std::string format_size(uint64_t bytes);
 

@@ -56,6 +56,11 @@ void Evictor::stop() {
   cv_.notify_all();
   room_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  static const char* const kWhy[] = {"over the capacity", "", "orphaned tmp files",
+                                     "in a reclaimed segment"};
+  for (int r = 0; r < 4; ++r)  // what the rate limit held back
+    if (uint64_t f = tally_[r].files.exchange(0))
+      spdlog::info("evicted {} files ({} bytes) {}", f, tally_[r].bytes.exchange(0), kWhy[r]);
 }
 
 void Evictor::kick() {
@@ -250,6 +255,7 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
     res->bytes += bytes;
   }
   ev_bytes_ += bytes;
+  log_removed(why, out.size(), bytes, res);
   switch (why) {
     case Reason::kCapacity: ev_cap_ += out.size(); break;
     case Reason::kAdmin: ev_admin_ += out.size(); break;
@@ -258,6 +264,28 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
   }
   if (store_->cfg_.clean_empty_dirs) remove_empty_dirs(std::move(parents), now);
   return out.size();
+}
+
+void Evictor::log_removed(Reason why, uint64_t files, uint64_t bytes, const EvictResult* res) {
+  static const char* const kWhy[] = {"over the capacity (least recently used)",
+                                     "asked by kvfs-admin", "orphaned tmp files",
+                                     "in a reclaimed segment"};
+  if (why == Reason::kAdmin) {  // one per command: always
+    spdlog::info("evicted {} files ({} bytes) {}{}", files, bytes, kWhy[int(why)],
+                 res && res->skipped ? ", " + std::to_string(res->skipped) + " protected ones kept"
+                                     : std::string());
+    return;
+  }
+  if (files == 0) return;
+  // Capacity eviction runs in every pass: one line per interval, with what
+  // went since the last one.
+  LogTally& t = tally_[int(why)];
+  t.files += files;
+  t.bytes += bytes;
+  uint64_t held = 0;
+  if (!t.limiter.allow(&held)) return;
+  spdlog::info("evicted {} files ({} bytes) {}", t.files.exchange(0), t.bytes.exchange(0),
+               kWhy[int(why)]);
 }
 
 void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
@@ -297,9 +325,7 @@ uint64_t Evictor::housekeeping(int64_t now) {
     std::shared_lock ns(store_->ns_->mu());
     if (c.in->linked.load() && is_tmp_name(c.in->name)) v.push_back(c.in);
   }
-  uint64_t n = v.empty() ? 0 : remove(v, false, Reason::kTmp, nullptr);
-  if (n) spdlog::info("housekeeping: removed {} orphaned tmp/probe files", n);
-  return n;
+  return v.empty() ? 0 : remove(v, false, Reason::kTmp, nullptr);
 }
 
 uint64_t Evictor::evict_lru(uint64_t need, int64_t now) {
@@ -313,9 +339,7 @@ uint64_t Evictor::evict_lru(uint64_t need, int64_t now) {
     v.push_back(std::move(x.in));
   }
   if (v.empty()) return 0;
-  uint64_t n = remove(v, false, Reason::kCapacity, nullptr);
-  spdlog::debug("evicted {} least recently used files ({} bytes of data)", n, got);
-  return n;
+  return remove(v, false, Reason::kCapacity, nullptr);
 }
 
 bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {

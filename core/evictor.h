@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/inode.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace kvfs {
@@ -117,6 +118,9 @@ class Evictor {
   uint64_t remove(const std::vector<InodeRef>& victims, bool force, Reason why, EvictResult* res,
                   const std::function<bool(Inode&)>& extra = {});
   void remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now);
+  // Info lines for evictions: each admin command; the others at most every
+  // 10 s, with the files and bytes since the last line.
+  void log_removed(Reason why, uint64_t files, uint64_t bytes, const EvictResult* res);
   uint64_t evict_lru(uint64_t need, int64_t now);  // files evicted
   // Copies forward (or evicts with their files) segments under reclaim_ratio,
   // sparsest first, until the segments fit under target_used; compact goes
@@ -142,6 +146,11 @@ class Evictor {
   std::thread thread_;
   int64_t last_housekeeping_ = 0;  // run() thread only
 
+  struct LogTally {
+    std::atomic<uint64_t> files{0}, bytes{0};
+    LogLimiter limiter;
+  };
+  LogTally tally_[4];  // by Reason
   std::atomic<uint64_t> ev_cap_{0}, ev_admin_{0}, ev_tmp_{0}, ev_reclaim_{0}, ev_bytes_{0};
   std::atomic<uint64_t> dirs_removed_{0}, segs_deleted_{0}, copied_{0}, enospc_{0};
 };

@@ -173,7 +173,8 @@ void BlockStore::drop_file(const InodeRef& in, const Status& why) {
   }
   if (ns_->drop(in).ok()) {
     dropped_files_.fetch_add(1);
-    spdlog::error("file {} (inode {}) dropped from the cache: {}", name, in->ino, why.ToString());
+    spdlog::error("file {} (inode {}) dropped from the cache: {}", ns_->path(parent, name), in->ino,
+                  why.ToString());
     if (on_evict_) on_evict_(parent, name, in->ino);  // the kernel forgets it too
   }
 }

@@ -173,6 +173,18 @@ Status Namespace::ensure_root(uint32_t uid, uint32_t gid) {
   return Status::OK();
 }
 
+std::string Namespace::path(uint64_t parent, const std::string& name) const {
+  std::shared_lock l(mu_);
+  std::string p = name;
+  for (int depth = 0; parent != kRootIno && depth < 4096; ++depth) {
+    auto it = table_.find(parent);
+    if (it == table_.end()) return "<inode " + std::to_string(parent) + ">/" + p;
+    p = it->second->name + "/" + p;
+    parent = it->second->parent;
+  }
+  return "/" + p;
+}
+
 InodeRef Namespace::get(uint64_t ino) const {
   std::shared_lock l(mu_);
   auto it = table_.find(ino);

@@ -117,6 +117,9 @@ class Namespace {
 
   // True if in lies somewhere below directory dir.
   bool is_under(const Inode& in, uint64_t dir) const;
+  // The path of a name relative to the root, for log lines ("a/b/c"); a
+  // parent no longer in the table shows as "<inode N>". Takes mu_ shared.
+  std::string path(uint64_t parent, const std::string& name) const;
   // Resolves a path relative to the root ("a/b/c"); "" is the root.
   Result<InodeRef> resolve(std::string_view path) const;
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -17,8 +18,10 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/log.h"
+#include "core/mounts.h"
 
 namespace kvfs {
 namespace {
@@ -95,6 +98,47 @@ bool parse_seg_name(const char* name, uint64_t* id) {
   return *id != 0;
 }
 
+std::string lock_holder(int fd) {
+  char pid[32] = {0};
+  ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+  std::string who = n > 0 ? std::string(pid, strnlen(pid, size_t(n))) : "?";
+  while (!who.empty() && who.back() == '\n') who.pop_back();
+  return who;
+}
+
+// The flock of the backing dir. Held by a kvfs whose mount is gone, the
+// owner is exiting: it flushes and closes after umount(8) has returned, so
+// a remount, fsck or rebuild-index right after an umount waits for it
+// (bounded by lock_wait_s) instead of failing. Held by a kvfs that is still
+// mounted, it is a real conflict: Busy at once.
+Status take_lock(int fd, const StoreConfig& cfg) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto next_log = start;
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
+    const int e = errno;
+    if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + cfg.backing_dir + "/" + kLockName);
+    const std::string who = lock_holder(fd);
+    const std::string mnt = kvfs_mount_of(cfg.backing_dir);
+    if (!mnt.empty())
+      return Status::Busy("backing directory " + cfg.backing_dir +
+                          " is already in use by another kvfs (pid " + who + ", mounted at " + mnt +
+                          ")");
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited >= cfg.lock_wait_s)
+      return Status::Busy("backing directory " + cfg.backing_dir +
+                          " is still held by another kvfs (pid " + who +
+                          ", not mounted here) after " + std::to_string(int(waited)) + " s");
+    if (Clock::now() >= next_log) {
+      spdlog::info("waiting for kvfs pid {} (unmounted, still flushing) to release {}", who,
+                   cfg.backing_dir);
+      next_log = Clock::now() + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg) {
@@ -110,17 +154,7 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg)
   std::string lock_path = cfg.backing_dir + "/" + kLockName;
   s->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (s->lock_fd_ < 0) return Status::FromErrno(errno, "open " + lock_path);
-  if (::flock(s->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    char pid[32] = {0};
-    ssize_t n = ::pread(s->lock_fd_, pid, sizeof(pid) - 1, 0);
-    std::string who = n > 0 ? std::string(pid, strnlen(pid, n)) : "?";
-    while (!who.empty() && (who.back() == '\n')) who.pop_back();
-    if (e == EWOULDBLOCK)
-      return Status::Busy("backing directory " + cfg.backing_dir +
-                          " is already in use by another kvfs (pid " + who + ")");
-    return Status::FromErrno(e, "lock " + lock_path);
-  }
+  if (Status l = take_lock(s->lock_fd_, cfg); !l.ok()) return l;
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(s->lock_fd_, 0) != 0 || ::pwrite(s->lock_fd_, pid.data(), pid.size(), 0) < 0)
     return Status::FromErrno(errno, "write " + lock_path);

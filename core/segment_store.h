@@ -56,6 +56,7 @@ class SegmentStore {
 
   const std::string& backing_id() const { return backing_id_; }
   const std::string& dir() const { return dir_; }
+  const std::string& node() const { return node_; }
   bool direct_io() const { return direct_io_; }
 
   // Starts a new, empty segment with the next id.

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/block_store.h"
 #include "core/log.h"
@@ -99,26 +101,85 @@ json config_json(BlockStore& st) {
               {"log_level", spdlog::level::to_string_view(spdlog::get_level()).data()}};
 }
 
-Status set_config(BlockStore& st, const std::string& key, const std::string& val) {
+// One runtime setting, checked: apply() only fails if the store refuses
+// what the check allowed.
+struct Change {
+  std::string key, value;
+  std::function<Status()> apply;
+};
+
+Result<Change> check_setting(BlockStore& st, const std::string& key, const std::string& val) {
+  Change c{key, val, {}};
   if (key == "ram_size" || key == "capacity") {
     auto v = parse_size(val);
-    if (!v) return Status::Invalid("'" + val + "' is not a size");
-    return key == "ram_size" ? st.set_ram_size(*v) : st.set_capacity(*v);
+    if (!v) return Status::Invalid(key + ": '" + val + "' is not a size");
+    if (key == "ram_size") {
+      KVFS_RETURN_IF_ERROR(check_ram_size(*v));
+      c.apply = [&st, b = *v] { return st.set_ram_size(b); };
+    } else {
+      KVFS_RETURN_IF_ERROR(check_capacity(*v, st.config().segment_size));
+      c.apply = [&st, b = *v] { return st.set_capacity(b); };
+    }
+    return c;
   }
   if (key == "evict_grace") {
     char* end = nullptr;
     double d = std::strtod(val.c_str(), &end);
-    if (val.empty() || *end) return Status::Invalid("'" + val + "' is not a number of seconds");
-    return st.set_evict_grace(d);
+    if (val.empty() || *end || !(d >= 0) || d > 365 * 86400.0)
+      return Status::Invalid("evict_grace: '" + val + "' is not a number of seconds (0 to 1 year)");
+    c.apply = [&st, d] { return st.set_evict_grace(d); };
+    return c;
   }
   if (key == "log_level") {
     auto lvl = spdlog::level::from_str(val);
-    if (lvl == spdlog::level::off && val != "off") return Status::Invalid("unknown log level");
-    spdlog::set_level(lvl);
-    spdlog::info("log level set to {}", val);
-    return Status::OK();
+    if (lvl == spdlog::level::off && val != "off")
+      return Status::Invalid("log_level: unknown level '" + val + "'");
+    c.apply = [lvl, val] {
+      spdlog::set_level(lvl);
+      spdlog::info("log level set to {}", val);
+      return Status::OK();
+    };
+    return c;
   }
   return Status::Invalid("unknown or read-only setting '" + key + "'");
+}
+
+// kvfs-admin config K=V...: every setting is checked first, then they are
+// applied in the order given; nothing changes unless all are valid. "set"
+// is a list of [key, value] pairs (an object, from older clients, is taken
+// in its own order).
+json set_config(BlockStore& st, const json& set) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  if (set.is_array()) {
+    for (const json& p : set) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_string())
+        return error(Status::Invalid("config: 'set' takes [key, value] pairs"));
+      kv.emplace_back(p[0].get<std::string>(), text(p[1]));
+    }
+  } else {
+    for (auto& [k, v] : set.items()) kv.emplace_back(k, text(v));
+  }
+  std::vector<Change> changes;
+  for (auto& [k, v] : kv) {
+    auto c = check_setting(st, k, v);
+    if (!c.ok()) return error(c.status());
+    changes.push_back(std::move(*c));
+  }
+  const json before = config_json(st);
+  json changed = json::array();
+  for (Change& c : changes) {
+    if (Status s = c.apply(); !s.ok()) {
+      json e = error(s);
+      e["changed"] = changed;  // what was applied before the refusal
+      return e;
+    }
+    changed.push_back({{"key", c.key}, {"old", before.value(c.key, json())}, {"value", c.value}});
+  }
+  spdlog::info("config: {} setting(s) changed: {}", changes.size(), changed.dump());
+  json r = config_json(st);
+  r["changed"] = changed;
+  return r;
 }
 
 json evict(BlockStore& st, const json& req) {
@@ -218,14 +279,7 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
         if (!privileged) {
           reply = deny();
         } else {
-          for (auto& [k, v] : req["set"].items()) {
-            Status s = set_config(st, k, v.is_string() ? v.get<std::string>() : v.dump());
-            if (!s.ok()) {
-              reply = error(s);
-              break;
-            }
-          }
-          if (reply.is_null()) reply = config_json(st);
+          reply = set_config(st, req["set"]);
         }
       } else {
         reply = config_json(st);

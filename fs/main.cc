@@ -17,14 +17,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/log.h"
+#include "core/mounts.h"
 #include "fs/fuse_ops.h"
 #include "fs/notifier.h"
 #include "fs/options.h"
@@ -80,14 +85,49 @@ int wait_for_child(int fd) {
   return code;
 }
 
+// The log file of a mount with no syslog to log to: /var/log/kvfs/ plus the
+// mount point with '/' as '-' (/mnt/kvcache -> mnt-kvcache.log), as
+// systemd names mount units; a user without /var/log gets it under
+// ~/.local/state/kvfs/log/.
+std::string default_log_file(const std::string& mountpoint) {
+  std::string n;
+  for (char c : mountpoint.substr(mountpoint.find_first_not_of('/') == std::string::npos
+                                      ? mountpoint.size()
+                                      : mountpoint.find_first_not_of('/')))
+    n += c == '/' ? '-'
+                  : (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'
+                         ? c
+                         : '_');
+  if (n.empty()) n = "root";
+  std::string dir = "/var/log/kvfs";
+  if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) dir.clear();
+  if (!dir.empty() && ::access(dir.c_str(), W_OK) != 0) dir.clear();
+  if (dir.empty()) {
+    const char* home = std::getenv("HOME");
+    dir = std::string(home && *home ? home : "/tmp") + "/.local/state/kvfs/log";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+  }
+  return dir + "/" + n + ".log";
+}
+
+bool have_syslog() {
+  struct stat st;
+  return ::stat("/dev/log", &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 // Returns an error message, or "" when logging is set up.
 std::string setup_logging(const FsConfig& cfg, bool background) {
   std::shared_ptr<spdlog::logger> l;
-  if (!cfg.log_file.empty()) {
+  std::string file = cfg.log_file;
+  // No syslog socket (a container, a minimal host): every line would be
+  // dropped without a word, so a file it is.
+  if (file.empty() && background && !have_syslog()) file = default_log_file(cfg.mountpoint);
+  if (!file.empty()) {
     try {
-      l = spdlog::basic_logger_mt("kvfs", cfg.log_file);
+      l = spdlog::basic_logger_mt("kvfs", file);
     } catch (const spdlog::spdlog_ex& e) {
-      return "cannot open log_file " + cfg.log_file + ": " + e.what();
+      return "cannot open log_file " + file + ": " + e.what();
     }
     l->set_pattern("%Y-%m-%d %H:%M:%S.%e kvfs[%P] %l: %v");
   } else if (background) {
@@ -98,6 +138,9 @@ std::string setup_logging(const FsConfig& cfg, bool background) {
   spdlog::set_default_logger(l);
   spdlog::set_level(cfg.debug ? spdlog::level::debug : spdlog::level::from_str(cfg.log_level));
   spdlog::flush_on(spdlog::level::warn);
+  // Info lines reach the file within a second, not at exit.
+  spdlog::flush_every(std::chrono::seconds(1));
+  if (file != cfg.log_file) spdlog::info("no syslog socket (/dev/log): logging to {}", file);
   return "";
 }
 
@@ -218,6 +261,39 @@ int serve(ParsedArgs& pa, bool background) {
   return clean && cs.ok() ? 0 : kExitStore;
 }
 
+// Paths kvfs must not use, refused before anything is touched: returns the
+// exit status, or 0. Both paths are absolute and resolved.
+int check_paths(const std::string& backing, const std::string& mnt) {
+  auto refuse = [](int code, const std::string& m) {
+    std::fprintf(stderr, "kvfs: %s\n", m.c_str());
+    return code;
+  };
+  for (const MountEntry& m : read_mounts())
+    if (m.target == mnt)
+      return refuse(kExitMount, mnt + " is already a mount point (" + m.fstype + " " + m.source +
+                                    "); unmount it first");
+  if (path_within(backing, mnt))
+    return refuse(kExitUsage, "the backing directory " + backing + " lies inside the mount point " +
+                                  mnt + ": kvfs would write its segments into itself");
+  if (path_within(mnt, backing))
+    return refuse(kExitUsage,
+                  "the mount point " + mnt + " lies inside the backing directory " + backing);
+  for (const MountEntry& m : read_mounts())
+    if (m.fstype == "fuse.kvfs" && path_within(backing, m.target))
+      return refuse(kExitStore,
+                    "the backing directory " + backing + " lies inside the kvfs mount " + m.target);
+  // A directory inside another store (its segments/, say) would be formatted
+  // as a new store of its own, next to the other store's files.
+  for (std::string d = backing; d.size() > 1;) {
+    d = d.substr(0, std::max<size_t>(1, d.rfind('/')));
+    struct stat st;
+    if (::stat((d + (d == "/" ? "" : "/") + "kvfs.super").c_str(), &st) == 0)
+      return refuse(kExitStore, "the backing directory " + backing +
+                                    " lies inside the kvfs backing directory " + d);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,6 +325,7 @@ int main(int argc, char** argv) {
                  pa->store.backing_dir.c_str());
     return kExitStore;
   }
+  if (int rc = check_paths(pa->store.backing_dir, pa->fs.mountpoint); rc != 0) return rc;
   if (pa->fs.foreground) return serve(*pa, false);
 
   int p[2];

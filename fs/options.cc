@@ -72,7 +72,11 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   if (key == "ram_prefault") return size(&st.ram_prefault);
   if (key == "flush_batch") return size(&st.flush_batch_bytes);
   if (key == "max_file_size") return size(&st.max_file_size);
-  if (key == "capacity") return size(&st.capacity);
+  if (key == "capacity") {
+    // 0 would read as "not given" (the default, 80 % of the free space).
+    KVFS_RETURN_IF_ERROR(size(&st.capacity));
+    return st.capacity > 0 ? Status::OK() : bad("a size of at least two segments");
+  }
   if (key == "high_watermark" || key == "low_watermark" || key == "reclaim_ratio") {
     double d;
     if (!parse_seconds(val, &d) || d > 1) return bad("a fraction between 0 and 1");

@@ -164,6 +164,14 @@ void KvfsMount::kill9() {
   pid_ = -1;
 }
 
+pid_t KvfsMount::forget_unmounted() {
+  const pid_t p = pid_;
+  std::lock_guard l(g_mu);
+  g_mounts.erase(mnt_);  // the pid stays with the watchdog until it exits
+  pid_ = -1;
+  return p;
+}
+
 std::string random_bytes(size_t n, uint64_t seed) {
   std::string s(n, '\0');
   std::mt19937_64 rng(seed);

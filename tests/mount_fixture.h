@@ -43,6 +43,9 @@ class KvfsMount {
   void unmount();
   // kill -9 the daemon and detach its dead mount.
   void kill9();
+  // After the test unmounted by itself (fusermount3 -u, without waiting):
+  // forgets the daemon, which may still be flushing, and returns its pid.
+  pid_t forget_unmounted();
 
   bool mounted() const { return pid_ > 0; }
   pid_t daemon_pid() const { return pid_; }

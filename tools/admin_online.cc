@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "core/config.h"
@@ -175,7 +177,8 @@ int cmd_ls(const LsOpts& o) {
 
 int cmd_config(const std::string& mount, const std::vector<std::string>& args) {
   Mount m(mount);
-  json set = json::object();
+  json set = json::array();  // [key, value] pairs: applied in this order
+  std::set<std::string> set_keys;
   std::vector<std::string> get;
   for (const std::string& a : args) {
     const auto eq = a.find('=');
@@ -183,7 +186,8 @@ int cmd_config(const std::string& mount, const std::vector<std::string>& args) {
       get.push_back(a);
     } else {
       if (eq == 0) fail(kExitUsage, "config: '" + a + "' has no key");
-      set[a.substr(0, eq)] = a.substr(eq + 1);
+      set.push_back({a.substr(0, eq), a.substr(eq + 1)});
+      set_keys.insert(a.substr(0, eq));
     }
   }
   if (!set.empty() && !get.empty()) fail(kExitUsage, "config: either read keys or set KEY=VALUE");
@@ -204,8 +208,13 @@ int cmd_config(const std::string& mount, const std::vector<std::string>& args) {
   }
   size_t w = 0;
   for (auto& [k, v] : r.items()) w = std::max(w, k.size());
+  if (r.contains("changed"))
+    for (const json& c : r["changed"])
+      std::printf("changed %s: %s -> %s\n", c.value("key", "").c_str(),
+                  config_value(c.value("key", ""), c.value("old", json())).c_str(),
+                  c.value("value", "").c_str());
   for (auto& [k, v] : r.items()) {
-    if (!set.empty() && !set.contains(k)) continue;
+    if (k == "changed" || (!set.empty() && !set_keys.count(k))) continue;
     std::printf("%-*s = %s\n", int(w), k.c_str(), config_value(k, v).c_str());
   }
   return kExitOk;

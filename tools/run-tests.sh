@@ -4,9 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# BUILD_TESTING=ON: build/ may have been configured without tests by
+# tools/kvfs-up.sh; --no-tests=error: a run that finds no test fails.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON
 cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j2 "$@"
+ctest --test-dir build --output-on-failure --no-tests=error -j2 "$@"
 # The same unit and mount tests again under AddressSanitizer with
 # UndefinedBehaviorSanitizer (a second build, build-asan/; the crash loop runs
 # KVFS_SAN_CRASH_ITERS kills there, 6 by default), then ThreadSanitizer over

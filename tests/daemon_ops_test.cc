@@ -1,0 +1,168 @@
+// The daemon as operations run it: paths and sizes it refuses before
+// mounting anything, umount followed at once by a remount, fsck or
+// rebuild-index, logs that reach their file within a second (also without a
+// syslog socket), and `kvfs-admin config` that changes all or nothing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/mount_fixture.h"
+
+namespace kvfs::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_mounted(const std::string& path) {
+  std::ifstream f("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string id, parent, devno, root, mnt;
+    in >> id >> parent >> devno >> root >> mnt;
+    if (mnt == path) return true;
+  }
+  return false;
+}
+
+RunResult admin(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{KVFS_ADMIN_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Each refused with its documented exit status and a one-line reason,
+// nothing mounted.
+TEST(DaemonOps, RefusesBadPathsAndSizes) {
+  KvfsMount m;
+  struct Case {
+    std::string opts;
+    int code;
+    const char* says;
+  };
+  const std::vector<Case> sizes = {
+      {"ram_size=100T", 1, "memory"},
+      {"capacity=0", 1, "capacity"},
+      {"capacity=1K", 1, "two segments"},
+      {"segment_size=8M,capacity=8M", 1, "two segments"},
+      {"low_watermark=0.9,high_watermark=0.8", 1, "watermark"},
+  };
+  for (const Case& c : sizes) {
+    RunResult r = m.mount(c.opts);
+    EXPECT_EQ(r.exit_code, c.code) << c.opts << ": " << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.opts << ": " << r.output;
+    EXPECT_FALSE(is_mounted(m.mnt())) << c.opts;
+    if (m.mounted()) m.unmount();
+  }
+  // A backing dir inside the mount point (here: the mount point itself).
+  RunResult r = run_command({kvfs_binary(), m.mnt(), m.mnt(), "-o", "index_dir=" + m.index_dir()});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("inside the mount point"), std::string::npos) << r.output;
+  fs::create_directories(m.mnt() + "/sub");
+  r = run_command({kvfs_binary(), m.mnt() + "/sub", m.mnt(), "-o", "index_dir=" + m.index_dir()});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  fs::remove(m.mnt() + "/sub");
+
+  ASSERT_TRUE(m.mount_ok());
+  // Another store's segments/ as a backing dir.
+  const std::string other_mnt = m.root() + "/mnt2";
+  fs::create_directories(other_mnt);
+  r = run_command({kvfs_binary(), m.backing() + "/segments", other_mnt, "-o",
+                   "index_dir=" + m.root() + "/index2"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("inside the kvfs backing directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(is_mounted(other_mnt));
+  // A second kvfs on top of the live mount (it would hide the cache).
+  const std::string b2 = m.root() + "/backing2";
+  fs::create_directories(b2);
+  r = run_command({kvfs_binary(), b2, m.mnt(), "-o", "index_dir=" + m.root() + "/index2"});
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("already a mount point"), std::string::npos) << r.output;
+  // The first mount still serves.
+  std::ofstream(m.path("alive")) << "yes";
+  EXPECT_EQ(slurp(m.path("alive")), "yes");
+  // A second daemon on the same backing dir while it is mounted: at once.
+  r = run_command({kvfs_binary(), m.backing(), other_mnt, "-o", "index_dir=" + m.index_dir()});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("mounted at " + m.mnt()), std::string::npos) << r.output;
+}
+
+// umount returns before the daemon has flushed and let go of the backing
+// dir; what comes right after must still work: a remount (five times), an
+// fsck, a rebuild-index. Each file written before an umount is back.
+TEST(DaemonOps, UmountThenAtOnceRemountFsckRebuild) {
+  KvfsMount m;
+  std::vector<pid_t> old;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(m.mount_ok("ram_size=64M")) << "remount " << i << " right after umount";
+    for (int j = 0; j < i; ++j)
+      EXPECT_EQ(slurp(m.path("f" + std::to_string(j))), std::string(1 << 20, char('a' + j)));
+    std::ofstream(m.path("f" + std::to_string(i))) << std::string(1 << 20, char('a' + i));
+    RunResult u = run_command({"fusermount3", "-u", m.mnt()});
+    ASSERT_EQ(u.exit_code, 0) << u.output;
+    old.push_back(m.forget_unmounted());
+  }
+  RunResult f = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  EXPECT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("clean"), std::string::npos) << f.output;
+  ASSERT_TRUE(m.mount_ok("ram_size=64M"));
+  ASSERT_EQ(run_command({"fusermount3", "-u", m.mnt()}).exit_code, 0);
+  old.push_back(m.forget_unmounted());
+  RunResult rb = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  EXPECT_EQ(rb.exit_code, 0) << rb.output;
+  for (pid_t p : old) EXPECT_TRUE(KvfsMount::wait_exit(p, 60000)) << p;
+  ASSERT_TRUE(m.mount_ok("ram_size=64M"));
+  for (int j = 0; j < 5; ++j)
+    EXPECT_EQ(slurp(m.path("f" + std::to_string(j))), std::string(1 << 20, char('a' + j))) << j;
+}
+
+// The log file gets info lines while the daemon runs (not at exit), with
+// the effective settings, and the evictions an admin asks for.
+TEST(DaemonOps, LogLinesArriveWithinASecond) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok("ram_size=64M,capacity=1G,segment_size=8M,node_id=n1"));
+  std::ofstream(m.path("x")) << "data";
+  RunResult e = admin({"evict", m.mnt(), "--path", "x", "--force"});
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  std::string log;
+  // Bounded wait for the periodic flush (1 s), not a sleep for ordering.
+  for (int i = 0; i < 40 && log.find("asked by kvfs-admin") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log = slurp(m.log_file());
+  }
+  EXPECT_NE(log.find("capacity=1G"), std::string::npos) << log;
+  EXPECT_NE(log.find("node_id=n1"), std::string::npos) << log;
+  EXPECT_NE(log.find("index_dir=" + m.index_dir()), std::string::npos) << log;
+  EXPECT_NE(log.find("evicted 1 files"), std::string::npos) << log;
+}
+
+// kvfs-admin config K=V...: all or nothing, in the order given.
+TEST(DaemonOps, ConfigIsAllOrNothing) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok("ram_size=64M,segment_size=8M,capacity=1G"));
+  RunResult r = admin({"config", m.mnt(), "evict_grace=5", "capacity=1K"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  RunResult g = admin({"config", m.mnt(), "evict_grace", "capacity"});
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  EXPECT_EQ(g.output, "60.0\n1073741824\n") << "a refused setting left others applied";
+  r = admin({"config", m.mnt(), "capacity=2G", "evict_grace=7", "capacity=3G"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("changed capacity"), std::string::npos) << r.output;
+  g = admin({"config", m.mnt(), "evict_grace", "capacity"});
+  EXPECT_EQ(g.output, "7.0\n3221225472\n") << "applied in the order given: the last one wins";
+}
+
+}  // namespace
+}  // namespace kvfs::test
