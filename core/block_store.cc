@@ -629,6 +629,9 @@ StoreStats BlockStore::stats() {
   for (auto& in : ns_->all()) {
     std::lock_guard g(in->mu);
     ++st.inodes;
+    // Files and directories a client can still open: not ones evicted or
+    // unlinked that the kernel still references.
+    if (!in->linked.load()) continue;
     if (in->is_reg()) {
       ++st.files;
       st.logical_bytes += in->size;

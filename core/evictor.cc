@@ -624,6 +624,26 @@ Result<EvictResult> Evictor::evict(const EvictRequest& r) {
     take(pick);
   }
   if (!r.dry_run && !v.empty()) remove(v, r.force, Reason::kAdmin, &res);
+  // The user asked for the whole subtree: the directories it leaves empty
+  // below the prefix go too, recently used or not (the prefix stays: a
+  // client may be about to write into it).
+  if (!r.dry_run && r.kind == K::kPrefix) {
+    std::vector<InodeRef> dirs;
+    for (InodeRef& in : store_->ns_->all())
+      if (in->dir && in->ino != r.ino && store_->ns_->is_under(*in, r.ino)) dirs.push_back(in);
+    for (bool progress = true; progress;) {  // deepest first, one level per round
+      progress = false;
+      for (InodeRef& d : dirs) {
+        if (!d) continue;
+        auto parent = store_->ns_->remove_empty_dir(d);
+        if (!parent.ok()) continue;
+        dirs_removed_.fetch_add(1);
+        if (store_->on_evict_) store_->on_evict_(*parent, d->name, d->ino);
+        d.reset();
+        progress = true;
+      }
+    }
+  }
   if (!r.dry_run) kick();  // reclaim what was freed
   return res;
 }

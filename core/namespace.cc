@@ -433,6 +433,11 @@ Result<uint64_t> Namespace::remove_empty_dir(const InodeRef& dir) {
   if (dir->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {dir.get()}));
   unlink_locked(p->second.get(), dir);
   dir->linked = false;
+  {
+    // A name the kernel still caches is a miss at its next getattr.
+    std::lock_guard g(dir->mu);
+    dir->evicted = true;
+  }
   if (unused_locked(*dir)) table_.erase(dir->ino);
   return p->second->ino;
 }

@@ -166,3 +166,48 @@ TEST(DaemonOps, ConfigIsAllOrNothing) {
 
 }  // namespace
 }  // namespace kvfs::test
+
+namespace kvfs::test {
+namespace {
+
+uint64_t json_u64(const std::string& out, const std::string& key) {
+  const auto p = out.find("\"" + key + "\"");
+  if (p == std::string::npos) return UINT64_MAX;
+  return std::strtoull(out.c_str() + out.find(':', p) + 1, nullptr, 10);
+}
+
+// Stats count what a client can still open; inspecting a file does not
+// make it recent; evict --prefix leaves no empty directories below it.
+TEST(DaemonOps, StatsLsAndPrefixEviction) {
+  KvfsMount m;
+  // No kernel caching of names: what a stat sees is what kvfs holds (with
+  // caching, an evicted name lasts until entry_timeout; see invalidate=1).
+  ASSERT_TRUE(m.mount_ok("ram_size=64M,entry_timeout=0,attr_timeout=0"));
+  fs::create_directories(m.path("p/a/b"));
+  fs::create_directories(m.path("p/c"));
+  for (const char* f : {"p/a/b/x", "p/a/b/y", "p/c/z", "keep1", "keep2"})
+    std::ofstream(m.path(f)) << f;
+  for (const char* f : {"p/a/b/x", "p/a/b/y", "p/c/z"})
+    ASSERT_TRUE(fs::exists(m.path(f)));  // the kernel now holds their names
+
+  RunResult a = admin({"ls", m.mnt(), "keep1", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = admin({"ls", m.mnt(), "keep1", "--json"});
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(json_u64(a.output, "last_access_ns"), json_u64(b.output, "last_access_ns"))
+      << "kvfs-admin ls refreshed the file's last access:\n"
+      << a.output << b.output;
+
+  RunResult e = admin({"evict", m.mnt(), "--prefix", "p", "--force"});
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_TRUE(fs::is_directory(m.path("p")));
+  EXPECT_FALSE(fs::exists(m.path("p/a"))) << "emptied directories stay";
+  EXPECT_FALSE(fs::exists(m.path("p/c")));
+  RunResult s = admin({"stats", m.mnt(), "--json"});
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(json_u64(s.output, "files"), 2u) << s.output;
+  EXPECT_EQ(json_u64(s.output, "directories"), 2u) << "the root and p:\n" << s.output;
+}
+
+}  // namespace
+}  // namespace kvfs::test
