@@ -211,3 +211,43 @@ TEST(DaemonOps, StatsLsAndPrefixEviction) {
 
 }  // namespace
 }  // namespace kvfs::test
+
+namespace kvfs::test {
+namespace {
+
+// A host or container without a syslog socket: in a private mount
+// namespace whose /dev/log is not a socket, a daemon started without
+// log_file logs to /var/log/kvfs/<mount point, '/' as '->.log, and its
+// lines arrive while it runs.
+TEST(DaemonOps, NoSyslogSocketLogsToVarLogKvfs) {
+  if (run_command({"unshare", "--help"}).exit_code != 0) GTEST_SKIP() << "no unshare(1)";
+  KvfsMount m;
+  std::string name = m.mnt().substr(1);
+  for (char& c : name)
+    if (c == '/') c = '-';
+  const std::string log = "/var/log/kvfs/" + name + ".log";
+  fs::remove(log);
+  // Everything inside the namespace: the mount is only visible there.
+  const std::string script =
+      "set -e\n"
+      "if [ -e /dev/log ]; then mount --bind /dev/null /dev/log; fi\n"
+      "'" + std::string(kvfs_binary()) + "' '" + m.backing() + "' '" + m.mnt() +
+      "' -o index_dir=" + m.index_dir() + ",ram_size=64M\n"
+      "echo data > '" + m.mnt() + "/f'\n"
+      // Bounded: the line must be there within the 1 s flush interval.
+      "for i in $(seq 50); do grep -q 'mounted ' '" + log + "' 2>/dev/null && break; sleep 0.1; done\n"
+      "grep -q 'mounted ' '" + log + "'\n"
+      "pid=$(tr -dc 0-9 < '" + m.backing() + "/kvfs.lock')\n"
+      "fusermount3 -u '" + m.mnt() + "'\n"
+      "while kill -0 $pid 2>/dev/null; do sleep 0.05; done\n";
+  RunResult r = run_command({"unshare", "-m", "--propagation", "private", "sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = slurp(log);
+  EXPECT_NE(text.find("no syslog socket"), std::string::npos) << text;
+  EXPECT_NE(text.find("mounted " + m.backing()), std::string::npos) << text;
+  EXPECT_NE(text.find("stopped"), std::string::npos) << text;
+  fs::remove(log);
+}
+
+}  // namespace
+}  // namespace kvfs::test
