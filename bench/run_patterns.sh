@@ -118,7 +118,8 @@ rows = [json.loads(l) for l in open(raw) if l.strip()]
 sel = lambda cmd, **kw: [r for r in rows if r["cmd"] == cmd and all(r.get(k) == v for k, v in kw.items())]
 print(f"## kvfs client patterns and extra micro-benchmarks "
       f"({datetime.datetime.utcnow():%Y-%m-%dT%H:%MZ}, {os.cpu_count()} CPUs, {elapsed} s)\n")
-print("Client replays: 32 files of 36 MiB (Qwen3-8B, 256-token chunks) stored with the client's "
+n = next((r["chunks"] for r in rows if r["cmd"] == "llmd"), 32)
+print(f"Client replays: {n} files of 36 MiB (Qwen3-8B, 256-token chunks) stored with the client's "
       "pattern and thread count, flushed (untimed), looked up, loaded back and verified.\n")
 print("| client | setup | store GB/s | load GB/s | store p50 / p99 ms | load p50 / p99 ms | lookups/s present, 1st after store (again) / absent | notes |")
 print("|---|---|---|---|---|---|---|---|")
