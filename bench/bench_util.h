@@ -1,5 +1,5 @@
 // Helpers shared by the kvfs-bench subcommands (kvfs_bench.cc, replay.cc,
-// mrqa.cc, micro2.cc): errors, clocks, statistics, JSON output, aligned
+// replay_lmcache.cc, mrqa.cc, micro2.cc): errors, clocks, statistics, JSON output, aligned
 // buffers, option parsing, path helpers and the vLLM file layout.
 #pragma once
 
@@ -421,6 +421,8 @@ int cmd_vllm(const std::string& dir, Args& a);
 int cmd_llmd(const std::string& dir, Args& a);
 int cmd_lmcache_native(const std::string& dir, Args& a);
 int cmd_lmcache_local(const std::string& dir, Args& a);
+int cmd_nixl_gds(const std::string& dir, Args& a);
+int cmd_lmcache_fs(const std::string& dir, Args& a);
 int cmd_mrqa(const std::string& dir, Args& a);
 int cmd_rw1m(const std::string& dir, Args& a);
 int cmd_meta(const std::string& dir, Args& a);

@@ -25,6 +25,7 @@
 //       access(F_OK) rate on present and absent names, 1 and 16 threads.
 //
 // Client replays (vllm, llmd, lmcache-native, lmcache-local) are in replay.cc,
+// nixl-gds and lmcache-fs in replay_lmcache.cc,
 // the multi-round QA replay (mrqa) in mrqa.cc, rw1m/meta/scale in micro2.cc;
 // shared helpers in bench_util.h.
 #include <fcntl.h>
@@ -383,6 +384,8 @@ int usage() {
       "  llmd   DIR [--threads 64] [--need BYTES]\n"
       "  lmcache-native DIR [--threads 16]\n"
       "  lmcache-local  DIR [--threads 4] [--budget BYTES]\n"
+      "  nixl-gds       DIR [--threads 4] [--io pwrite|io_uring] [--orphans 4] [--shard-dirs 0]\n"
+      "  lmcache-fs     DIR [--threads 8] [--odirect 0|1]\n"
       "  mrqa   DIR [--context-tokens 1000] [--users 15] [--rounds 20] [--qps 2] [--time 1200]\n"
       "         [--concurrency 4] [--write-threads 16] [--read-threads 32] [--backing-dir P]\n"
       "         [--label L] [--flush 1] [--dry-run]\n"
@@ -411,6 +414,8 @@ int main(int argc, char** argv) {
   if (cmd == "llmd") return cmd_llmd(dir, a);
   if (cmd == "lmcache-native") return cmd_lmcache_native(dir, a);
   if (cmd == "lmcache-local") return cmd_lmcache_local(dir, a);
+  if (cmd == "nixl-gds") return cmd_nixl_gds(dir, a);
+  if (cmd == "lmcache-fs") return cmd_lmcache_fs(dir, a);
   if (cmd == "mrqa") return cmd_mrqa(dir, a);
   if (cmd == "rw1m") return cmd_rw1m(dir, a);
   if (cmd == "meta") return cmd_meta(dir, a);

@@ -2,7 +2,8 @@
 # run_patterns.sh: the offloaders' file patterns and the micro-benchmarks that
 # run_micro.sh does not cover, on tmpfs, a plain local-disk directory and kvfs,
 # in one run:
-#   - client replays: vllm, llmd, lmcache-native, lmcache-local (36 MiB files);
+#   - client replays: vllm, llmd, lmcache-native, lmcache-local, nixl-gds (pwrite
+#     and io_uring), lmcache-fs (buffered and O_DIRECT) (36 MiB files);
 #   - 1 MiB buffered writes and reads (page cache warm, and after drop_caches);
 #   - create+rename and mkdir -p rates, 1 and 16 threads;
 #   - scaling of the vLLM store and load from 1 to 16 threads;
@@ -14,7 +15,7 @@
 # Environment: WORK (/var/tmp/kvfs-patterns, local disk), KVFS_BIN, KVFS_OPTS,
 # PAT_RAM (kvfs ram_size for the replays, default 2G: one replay's 32 files
 # fit), PAT_CHUNKS (32), MEM_RAM (ram_size of the memory check, 512M), OUT.
-# Root (tmpfs, drop_caches), /dev/fuse, fusermount3, python3. About 3-4 min.
+# Root (tmpfs, drop_caches), /dev/fuse, fusermount3, python3. About 4-5 min.
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
@@ -58,10 +59,13 @@ start=$SECONDS
 
 log "client replays, $CHUNKS x 36 MiB each"
 for s in $SETUPS; do
-  for c in vllm llmd lmcache-native lmcache-local; do
+  for c in vllm llmd lmcache-native lmcache-local nixl-gds lmcache-fs; do
     log "  $c on $s"
     bench "$s" "$c" "${DIRS[$s]}" --chunks "$CHUNKS"
   done
+  log "  nixl-gds --io io_uring, lmcache-fs --odirect 1 on $s"
+  bench "$s" nixl-gds "${DIRS[$s]}" --chunks "$CHUNKS" --io io_uring
+  bench "$s" lmcache-fs "${DIRS[$s]}" --chunks "$CHUNKS" --odirect 1
 done
 
 log "1 MiB buffered writes and reads, 4 x 256 MiB"
@@ -114,11 +118,12 @@ rows = [json.loads(l) for l in open(raw) if l.strip()]
 sel = lambda cmd, **kw: [r for r in rows if r["cmd"] == cmd and all(r.get(k) == v for k, v in kw.items())]
 print(f"## kvfs client patterns and extra micro-benchmarks "
       f"({datetime.datetime.utcnow():%Y-%m-%dT%H:%MZ}, {os.cpu_count()} CPUs, {elapsed} s)\n")
-print("Client replays: 32 files of 36 MiB (Qwen3-8B, 256-token chunks) stored with the client's "
+n = next((r["chunks"] for r in rows if r["cmd"] == "llmd"), 32)
+print(f"Client replays: {n} files of 36 MiB (Qwen3-8B, 256-token chunks) stored with the client's "
       "pattern and thread count, flushed (untimed), looked up, loaded back and verified.\n")
 print("| client | setup | store GB/s | load GB/s | store p50 / p99 ms | load p50 / p99 ms | lookups/s present, 1st after store (again) / absent | notes |")
 print("|---|---|---|---|---|---|---|---|")
-for c in ["vllm", "llmd", "lmcache-native", "lmcache-local"]:
+for c in ["vllm", "llmd", "lmcache-native", "lmcache-local", "nixl-gds", "lmcache-fs"]:
     for r in sel(c):
         if c == "vllm" and (r.get("write_threads"), r.get("read_threads")) != (16, 32): continue
         look = "-"
@@ -129,7 +134,9 @@ for c in ["vllm", "llmd", "lmcache-native", "lmcache-local"]:
         note = {"vllm": f"O_DIRECT {r.get('o_direct')}, 16 write / 32 read threads",
                 "llmd": f"64 threads, tail read of {r.get('need', 0)} B; hit-store (open+close+utimensat) {r.get('hit_store_ops_s', 0):.0f}/s",
                 "lmcache-native": f"16 threads; unlink {r.get('unlink_ops_s', 0):.0f}/s",
-                "lmcache-local": f"4 threads, O_DIRECT {r.get('o_direct')}, LRU budget 16 files: {r.get('lru_evictions')} evicted"}[c]
+                "lmcache-local": f"4 threads, O_DIRECT {r.get('o_direct')}, LRU budget 16 files: {r.get('lru_evictions')} evicted",
+                "nixl-gds": f"{r.get('threads')} threads, {r.get('io')}, {r.get('extents')} extents in flight per file; out of order: {r.get('out_of_order_stores')}/{r.get('stores')} stores, {r.get('out_of_order_loads')}/{r.get('loads')} loads; shutdown sweep {r.get('sweep_entries')} entries, {r.get('sweep_unlinked')} tmp, {r.get('sweep_ms', 0):.1f} ms",
+                "lmcache-fs": f"{r.get('threads')} threads, O_DIRECT {r.get('o_direct')}, header {r.get('header_bytes')} B"}[c]
         print(f"| {c} | {r['setup']} | {r['store_gbps']:.2f} | {r['load_gbps']:.2f} | "
               f"{r['store_p50_ms']:.1f} / {r['store_p99_ms']:.1f} | {r['load_p50_ms']:.1f} / {r['load_p99_ms']:.1f} | {look} | {note} |")
 print("\n| 1 MiB buffered I/O (4 x 256 MiB) | write GB/s | read GB/s, page cache warm | read GB/s after drop_caches |")
