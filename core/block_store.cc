@@ -405,6 +405,7 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   fix_nlink(in, &a);
   in->nlookup.fetch_add(1);
   in->touch(now_ns());
+  if (S_ISREG(a.mode)) file_lookups_.fetch_add(1, std::memory_order_relaxed);
   return a;
 }
 
@@ -656,6 +657,9 @@ StoreStats BlockStore::stats() {
   st.capacity = evictor_->capacity();
   st.ram_block_hits = ram_block_hits_.load();
   st.negative_lookups = negative_lookups_.load();
+  st.file_lookups = file_lookups_.load();
+  st.ram_hit_bytes = ram_hit_bytes_.load();
+  st.ram_miss_bytes = ram_miss_bytes_.load();
   st.live_bytes = segs_->live_bytes();
   return st;
 }

@@ -88,6 +88,9 @@ struct StoreStats {
   uint64_t capacity = 0, live_bytes = 0;
   uint64_t ram_block_hits = 0;    // 1 MiB blocks served from RAM
   uint64_t negative_lookups = 0;  // names looked up that do not exist (KV misses)
+  uint64_t file_lookups = 0;      // lookups that found a regular file (KV hits)
+  // Bytes handed to readers from the RAM tier / read from the backing dir.
+  uint64_t ram_hit_bytes = 0, ram_miss_bytes = 0;
 };
 
 // One entry of `kvfs-admin ls`.
@@ -232,7 +235,8 @@ class BlockStore : public Journal {
 
   std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
   std::atomic<uint64_t> checksum_errors_{0}, io_errors_{0}, dropped_files_{0};
-  std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0};
+  std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0}, file_lookups_{0};
+  std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
 };
 
 }  // namespace kvfs

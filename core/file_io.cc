@@ -232,16 +232,22 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     }
   }
   out->refs.reserve(pieces.size());
+  uint64_t hit_bytes = 0, miss_bytes = 0;
   for (Piece& p : pieces) {
     const uint32_t data_end = std::min(p.to, std::max(p.valid, p.from));
     if (p.ref && data_end > p.from) {
       out->iov.push_back({const_cast<char*>(p.ref->data()) + p.from, size_t(data_end - p.from)});
       out->refs.push_back(std::move(p.ref));
+      // Bytes handed to the reader, by where they were: the same unit for
+      // hits and misses (block counts would weigh a 4 KiB read like 1 MiB).
+      (p.miss.valid() ? miss_bytes : hit_bytes) += data_end - p.from;
     }
     const uint32_t zfrom = std::max(p.from, data_end);
     if (p.to > zfrom) out->iov.push_back({const_cast<char*>(zero_page()), size_t(p.to - zfrom)});
     out->bytes += p.to - p.from;
   }
+  if (hit_bytes) ram_hit_bytes_.fetch_add(hit_bytes, std::memory_order_relaxed);
+  if (miss_bytes) ram_miss_bytes_.fetch_add(miss_bytes, std::memory_order_relaxed);
   return Status::OK();
 }
 

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "fs/errno_map.h"
 #include "fs/options.h"
+#include "fs/prom_text.h"
 
 namespace kvfs {
 namespace {
@@ -20,13 +21,22 @@ json error(const Status& s) {
   return json{{"error", s.message().empty() ? s.ToString() : s.message()}, {"errno", to_errno(s)}};
 }
 
+// p50/p99 for people (kvfs-admin's table, bench/); cumulative fixed buckets
+// and the sum for Prometheus. "le" is a string so that "+Inf" fits in JSON.
 json latency(const LatencyHistogram& h) {
+  const PromSnapshot snap = h.prom_snapshot();
+  json buckets = json::array();
+  for (size_t i = 0; i < snap.cumulative.size(); ++i)
+    buckets.push_back({{"le", i < kPromBounds.size() ? prom::number(kPromBounds[i] / 1e9) : "+Inf"},
+                       {"count", snap.cumulative[i]}});
   return json{{"count", h.count()},
               {"p50_us", h.percentile_ns(0.50) / 1000.0},
-              {"p99_us", h.percentile_ns(0.99) / 1000.0}};
+              {"p99_us", h.percentile_ns(0.99) / 1000.0},
+              {"sum_seconds", snap.sum_ns / 1e9},
+              {"buckets", buckets}};
 }
 
-json stats(BlockStore& st, OpLatencies& lat) {
+json stats_json(BlockStore& st, OpLatencies& lat) {
   StoreStats s = st.stats();
   EvictorStats e = st.evictor_stats();
   const uint64_t ram_used = s.ram.clean_bytes + s.ram.dirty_bytes;
@@ -51,8 +61,15 @@ json stats(BlockStore& st, OpLatencies& lat) {
         {"read_bytes", s.backing_read_bytes},
         {"reads", s.backing_reads},
         {"written_bytes", s.flushed_bytes + e.reclaim_copied_bytes}}},
+      // hits (1 MiB blocks) and misses (lookups) predate "cache" and count
+      // different things; they stay for existing readers (bench/, tests).
       {"hits", {{"ram", s.ram_block_hits}, {"backing", s.backing_reads}}},
       {"misses", s.negative_lookups},
+      {"cache",
+       {{"file_hits", s.file_lookups},
+        {"file_misses", s.negative_lookups},
+        {"ram_hit_bytes", s.ram_hit_bytes},
+        {"ram_miss_bytes", s.ram_miss_bytes}}},
       {"dirty_bytes", s.ram.dirty_bytes},
       {"flush",
        {{"queued", s.queued},
@@ -219,6 +236,10 @@ json evict(BlockStore& st, const json& req) {
 
 }  // namespace
 
+std::string metrics_text(BlockStore& st, OpLatencies& lat, const std::string& mountpoint) {
+  return prom::render(mountpoint, stats_json(st, lat), KVFS_VERSION);
+}
+
 std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& lat,
                             const std::string& request, uint32_t uid) {
   json reply;
@@ -233,7 +254,7 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
     if (cmd == "version") {
       reply = json{{"version", KVFS_VERSION}};
     } else if (cmd == "stats") {
-      reply = stats(st, lat);
+      reply = stats_json(st, lat);
     } else if (cmd == "evict") {
       reply = (!req.value("dry_run", false) && !privileged) ? deny() : evict(st, req);
     } else if (cmd == "flush") {

@@ -30,7 +30,8 @@ inline constexpr const char* kControlName = ".kvfs-control";
 // Far above any inode number the store hands out.
 inline constexpr uint64_t kControlIno = 0xFFFFFFFFFFFF0001ull;
 
-// Latencies the admin tool reports (p50/p99), recorded by the FUSE ops.
+// Latencies recorded by the FUSE ops: p50/p99 for the admin tool, histograms
+// for Prometheus.
 struct OpLatencies {
   LatencyHistogram lookup, read, write, create, rename;
 };
@@ -42,6 +43,9 @@ struct ControlHandle {
   std::mutex mu;
   std::string reply;  // guarded by mu
 };
+
+// The stats in the Prometheus text format (fs/prom_text.h), for /metrics.
+std::string metrics_text(BlockStore& store, OpLatencies& lat, const std::string& mountpoint);
 
 // Runs one request; returns the JSON reply (errors included).
 std::string control_execute(BlockStore& store, const FsConfig& cfg, OpLatencies& lat,

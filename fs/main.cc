@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/mounts.h"
 #include "fs/fuse_ops.h"
+#include "fs/metrics_server.h"
 #include "fs/notifier.h"
 #include "fs/options.h"
 
@@ -163,6 +164,19 @@ int serve(ParsedArgs& pa, bool background) {
   // freed blocks in its heap, letting RSS drift above ram_size).
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   pa.store.kernel_cache_s = std::max(pa.fs.entry_timeout, pa.fs.attr_timeout);
+  // Bound before anything is opened or mounted: a taken port is a bad
+  // option (exit 1), not a mount that silently lacks its metrics.
+  MetricsServer metrics;
+  FsContext fctx;
+  if (pa.fs.metrics_port != 0) {
+    Status ms = metrics.bind(pa.fs.metrics_host, pa.fs.metrics_port, [&fctx] {
+      return metrics_text(*fctx.store, fctx.lat, fctx.cfg.mountpoint);
+    });
+    if (!ms.ok()) {
+      report(kExitUsage, ms.message());
+      return kExitUsage;
+    }
+  }
   auto store = BlockStore::Open(pa.store);
   if (!store.ok()) {
     spdlog::error("cannot start: {}", store.status().ToString());
@@ -172,7 +186,6 @@ int serve(ParsedArgs& pa, bool background) {
   }
   if ((*store)->rebuilt_index()) spdlog::warn("the index was rebuilt from the segments");
 
-  FsContext fctx;
   fctx.store = store->get();
   fctx.cfg = pa.fs;
 
@@ -230,6 +243,9 @@ int serve(ParsedArgs& pa, bool background) {
     }
     if (::chdir("/") != 0) spdlog::warn("chdir /: {}", std::strerror(errno));
   }
+  metrics.start();  // only now: a scrape needs the store and the mount ready
+  if (pa.fs.metrics_port != 0)
+    spdlog::info("metrics at http://{}:{}/metrics", pa.fs.metrics_host, pa.fs.metrics_port);
 
   fuse_loop_config* lc = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(lc, pa.fs.threads);
@@ -237,6 +253,7 @@ int serve(ParsedArgs& pa, bool background) {
   int rc = fuse_session_loop_mt(se, lc);
   fuse_loop_cfg_destroy(lc);
 
+  metrics.stop();  // before the store closes under a scrape
   spdlog::info("unmounting {}: flushing dirty data", pa.fs.mountpoint);
   (*store)->set_eviction_listener(nullptr);
   notifier.stop();

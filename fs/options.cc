@@ -1,5 +1,7 @@
 #include "fs/options.h"
 
+#include <arpa/inet.h>
+
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +28,29 @@ bool parse_bool(const std::string& v, bool* out) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return *out = true, true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return *out = false, true;
   return false;
+}
+
+// metrics=PORT, metrics=ADDR:PORT, metrics=[V6ADDR]:PORT. Numeric addresses
+// only: a name could resolve differently at boot than when it was written.
+bool parse_listen(const std::string& v, std::string* host, unsigned* port) {
+  std::string h = "127.0.0.1", p = v;
+  if (auto c = v.rfind(':'); c != std::string::npos) {
+    h = v.substr(0, c);
+    p = v.substr(c + 1);
+    if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+      h = h.substr(1, h.size() - 2);
+      in6_addr a6;
+      if (inet_pton(AF_INET6, h.c_str(), &a6) != 1) return false;
+    } else {
+      in_addr a4;
+      if (inet_pton(AF_INET, h.c_str(), &a4) != 1) return false;
+    }
+  }
+  unsigned n = 0;
+  if (!parse_uint(p, &n) || n < 1 || n > 65535) return false;
+  *host = h;
+  *port = n;
+  return true;
 }
 
 // fstab and mount(8) words that mean nothing to kvfs itself.
@@ -117,6 +142,10 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
     fs.log_file = val;
     return Status::OK();
   }
+  if (key == "metrics")
+    return parse_listen(val, &fs.metrics_host, &fs.metrics_port)
+               ? Status::OK()
+               : bad("PORT, ADDR:PORT or [IPV6]:PORT with a numeric address, port 1-65535");
   if (key == "log_level") {
     static const char* const levels[] = {"trace", "debug",    "info", "warn",
                                          "error", "critical", "off"};
@@ -263,6 +292,8 @@ kvfs options (sizes take K, M, G, T suffixes):
   clean_empty_dirs=0|1   remove directories emptied by eviction (default 1)
   invalidate=0|1         tell the kernel at once about evicted names
                          (default 0: they expire after entry_timeout)
+  metrics=[ADDR:]PORT    serve Prometheus metrics at http://ADDR:PORT/metrics
+                         (default off; ADDR defaults to 127.0.0.1)
 
 FUSE options: allow_other, allow_root, ro, fsname=NAME, subtype=NAME,
 auto_unmount. The kernel checks permissions against each file's mode and

@@ -39,6 +39,10 @@ struct FsConfig {
   // allow_other other users reach the files), off with no_default_permissions.
   // It also lets the kernel answer access() from its attribute cache.
   bool default_permissions = true;
+  // metrics=[ADDR:]PORT: serve Prometheus text at http://ADDR:PORT/metrics.
+  // Port 0 = off (the default); a port alone listens on loopback only.
+  std::string metrics_host;
+  unsigned metrics_port = 0;
   // Options passed to libfuse's fuse_session_new ("-o a,b,c").
   std::vector<std::string> fuse_opts;
 

@@ -137,7 +137,8 @@ TEST(AdminStats, CountsFilesBytesHitsAndMisses) {
   EXPECT_NE(prom.output.find("# HELP kvfs_ram_used_bytes "), std::string::npos);
   EXPECT_NE(prom.output.find("kvfs_files{mountpoint=\"" + m.mnt() + "\"} 4\n"), std::string::npos)
       << prom.output;
-  EXPECT_NE(prom.output.find("kvfs_hits_total{mountpoint=\"" + m.mnt() + "\",tier=\"ram\"} "),
+  EXPECT_NE(prom.output.find("kvfs_read_served_bytes_total{mountpoint=\"" + m.mnt() +
+                             "\",tier=\"ram\"} "),
             std::string::npos);
   // Every sample line is NAME{LABELS} VALUE with a kvfs_ name.
   std::istringstream lines(prom.output);

@@ -1,6 +1,10 @@
 // Sizes, config validation and mount-option parsing.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "core/config.h"
 #include "fs/options.h"
 
@@ -69,6 +73,25 @@ TEST(Options, FstabWordsAreIgnored) {
                   "defaults,noauto,nofail,_netdev,x-systemd.requires=a.mount,rw,nodev,nosuid"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->fs.fuse_opts.empty());
+}
+
+TEST(Options, MetricsListenAddress) {
+  auto off = parse({"kvfs", "/tmp", "/tmp"});
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->fs.metrics_port, 0u) << "metrics are opt-in";
+  const std::vector<std::tuple<std::string, std::string, unsigned>> ok = {
+      {"9464", "127.0.0.1", 9464},  // a port alone: loopback only
+      {"0.0.0.0:9100", "0.0.0.0", 9100},
+      {"10.1.2.3:1", "10.1.2.3", 1},
+      {"[::1]:65535", "::1", 65535}};
+  for (const auto& [v, host, port] : ok) {
+    auto r = parse({"kvfs", "/tmp", "/tmp", "-o", "metrics=" + v});
+    ASSERT_TRUE(r.ok()) << v << ": " << r.status().ToString();
+    EXPECT_EQ(r->fs.metrics_host, host) << v;
+    EXPECT_EQ(r->fs.metrics_port, port) << v;
+  }
+  for (const char* v : {"0", "65536", "", "x", ":80", "host:80", "::1:80", "[::1]", "1.2.3.4:"})
+    EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "-o", std::string("metrics=") + v}).ok()) << v;
 }
 
 TEST(Options, Errors) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "fs/prom_text.h"
 #include "tools/admin_exit.h"
 
 namespace kvfs::admin {
@@ -180,212 +181,11 @@ std::string render_table(const std::string& root, const json& s, const json* pre
 
 namespace {
 
-struct PromMetric {
-  const char* name;
-  const char* type;
-  const char* help;
-  // label set (besides mountpoint) -> JSON pointer into the stats reply
-  std::vector<std::pair<std::string, std::string>> series;
-  double scale = 1.0;
-};
-
-std::string prom_escape(const std::string& v) {
-  std::string o;
-  for (char c : v) {
-    if (c == '\\')
-      o += "\\\\";
-    else if (c == '"')
-      o += "\\\"";
-    else if (c == '\n')
-      o += "\\n";
-    else
-      o += c;
-  }
-  return o;
-}
-
-const std::vector<PromMetric>& prom_metrics() {
-  static const std::vector<PromMetric> m = [] {
-    std::vector<PromMetric> v = {
-        {"kvfs_files", "gauge", "Regular files in the namespace.", {{"", "/files"}}},
-        {"kvfs_directories", "gauge", "Directories in the namespace.", {{"", "/directories"}}},
-        {"kvfs_logical_bytes", "gauge", "Sum of the sizes of all files.", {{"", "/logical_bytes"}}},
-        {"kvfs_ram_used_bytes",
-         "gauge",
-         "File data held in the RAM tier (dirty and clean).",
-         {{"", "/ram/used_bytes"}}},
-        {"kvfs_ram_capacity_bytes",
-         "gauge",
-         "RAM tier capacity (ram_size).",
-         {{"", "/ram/capacity_bytes"}}},
-        {"kvfs_ram_dirty_bytes",
-         "gauge",
-         "RAM tier bytes not yet written to the backing dir.",
-         {{"", "/ram/dirty_bytes"}}},
-        {"kvfs_ram_clean_bytes",
-         "gauge",
-         "RAM tier bytes that are cached copies of segment data.",
-         {{"", "/ram/clean_bytes"}}},
-        {"kvfs_ram_cached_blocks",
-         "gauge",
-         "Clean blocks in the RAM tier's cache.",
-         {{"", "/ram/cached_blocks"}}},
-        {"kvfs_ram_evicted_blocks_total",
-         "counter",
-         "Clean blocks dropped from the RAM tier to make room.",
-         {{"", "/ram/evicted_blocks"}}},
-        {"kvfs_ram_backpressure_waits_total",
-         "counter",
-         "Writes that waited for the flushers because RAM was full of dirty data.",
-         {{"", "/ram/backpressure_waits"}}},
-        {"kvfs_backing_used_bytes",
-         "gauge",
-         "Bytes of all segment files in the backing dir.",
-         {{"", "/backing/used_bytes"}}},
-        {"kvfs_backing_capacity_bytes",
-         "gauge",
-         "Capacity kvfs may use in the backing dir.",
-         {{"", "/backing/capacity_bytes"}}},
-        {"kvfs_backing_live_bytes",
-         "gauge",
-         "Segment bytes that some file still points at.",
-         {{"", "/backing/live_bytes"}}},
-        {"kvfs_backing_segments",
-         "gauge",
-         "Segment files in the backing dir.",
-         {{"", "/backing/segments"}}},
-        {"kvfs_backing_live_ratio",
-         "gauge",
-         "Live fraction of the segment bytes.",
-         {{"", "/backing/live_ratio"}}},
-        {"kvfs_backing_read_bytes_total",
-         "counter",
-         "Bytes read from the backing dir.",
-         {{"", "/backing/read_bytes"}}},
-        {"kvfs_backing_reads_total",
-         "counter",
-         "Block reads from the backing dir.",
-         {{"", "/backing/reads"}}},
-        {"kvfs_backing_written_bytes_total",
-         "counter",
-         "Bytes written to the backing dir (flushes and reclamation copies).",
-         {{"", "/backing/written_bytes"}}},
-        {"kvfs_hits_total",
-         "counter",
-         "1 MiB blocks served, by the tier that held them.",
-         {{"tier=\"ram\"", "/hits/ram"}, {"tier=\"backing\"", "/hits/backing"}}},
-        {"kvfs_misses_total",
-         "counter",
-         "Lookups of names that do not exist (KV-cache misses).",
-         {{"", "/misses"}}},
-        {"kvfs_dirty_bytes",
-         "gauge",
-         "Bytes waiting to be flushed to the backing dir.",
-         {{"", "/dirty_bytes"}}},
-        {"kvfs_flush_queued", "gauge", "Files queued for the flushers.", {{"", "/flush/queued"}}},
-        {"kvfs_flush_batches_total",
-         "counter",
-         "Flush batches (one fdatasync each).",
-         {{"", "/flush/batches"}}},
-        {"kvfs_flushed_files_total", "counter", "Files flushed.", {{"", "/flush/files"}}},
-        {"kvfs_flushed_bytes_total", "counter", "Bytes flushed.", {{"", "/flush/bytes"}}},
-        {"kvfs_evicted_files_total",
-         "counter",
-         "Files evicted, by reason.",
-         {{"reason=\"capacity\"", "/evictions/capacity"},
-          {"reason=\"admin\"", "/evictions/admin"},
-          {"reason=\"tmp\"", "/evictions/tmp"},
-          {"reason=\"reclaim\"", "/evictions/reclaim"}}},
-        {"kvfs_evicted_bytes_total",
-         "counter",
-         "Bytes of the files evicted.",
-         {{"", "/evictions/bytes"}}},
-        {"kvfs_evicted_dirs_total",
-         "counter",
-         "Directories removed after eviction emptied them.",
-         {{"", "/evictions/dirs_removed"}}},
-        {"kvfs_segments_deleted_total",
-         "counter",
-         "Segment files deleted.",
-         {{"", "/evictions/segments_deleted"}}},
-        {"kvfs_reclaim_copied_bytes_total",
-         "counter",
-         "Bytes copied forward by segment reclamation.",
-         {{"", "/evictions/reclaim_copied_bytes"}}},
-        {"kvfs_errors_total",
-         "counter",
-         "Errors, by kind.",
-         {{"kind=\"checksum\"", "/errors/checksum"},
-          {"kind=\"io\"", "/errors/io"},
-          {"kind=\"enospc\"", "/errors/enospc"}}},
-        {"kvfs_dropped_files_total",
-         "counter",
-         "Files dropped because their data failed a checksum or could not be read.",
-         {{"", "/errors/dropped_files"}}},
-    };
-    PromMetric lat{"kvfs_op_latency_seconds",
-                   "gauge",
-                   "FUSE operation latency quantiles since the mount.",
-                   {},
-                   1e-6};
-    PromMetric cnt{"kvfs_ops_total", "counter", "FUSE operations timed, by operation.", {}};
-    for (const char* op : {"lookup", "read", "write", "create", "rename"}) {
-      const std::string base = std::string("/latency/") + op;
-      lat.series.push_back({"op=\"" + std::string(op) + "\",quantile=\"0.5\"", base + "/p50_us"});
-      lat.series.push_back({"op=\"" + std::string(op) + "\",quantile=\"0.99\"", base + "/p99_us"});
-      cnt.series.push_back({"op=\"" + std::string(op) + "\"", base + "/count"});
-    }
-    v.push_back(lat);
-    v.push_back(cnt);
-    return v;
-  }();
-  return m;
-}
-
 bool is_size_key(const std::string& k) {
   return k == "ram_size" || k == "capacity" || k == "segment_size";
 }
 
 }  // namespace
-
-std::string prom_number(double v) {
-  if (std::floor(v) == v && std::fabs(v) < 1e15) {
-    char b[32];
-    std::snprintf(b, sizeof(b), "%.0f", v);
-    return b;
-  }
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.9g", v);
-  return b;
-}
-
-std::string render_prometheus(const std::string& mnt, const json& s, const std::string& version) {
-  std::string o;
-  const std::string ml = "mountpoint=\"" + prom_escape(mnt) + "\"";
-  o += "# HELP kvfs_up 1 if kvfs-admin reached the kvfs daemon.\n# TYPE kvfs_up gauge\n";
-  o += "kvfs_up{" + ml + "} 1\n";
-  o += "# HELP kvfs_info The kvfs daemon's version.\n# TYPE kvfs_info gauge\n";
-  o += "kvfs_info{" + ml + ",version=\"" + prom_escape(version) + "\"} 1\n";
-  for (const PromMetric& m : prom_metrics()) {
-    std::string body;
-    for (const auto& [labels, ptr] : m.series) {
-      const json::json_pointer p(ptr);
-      if (!s.contains(p) || !s.at(p).is_number()) continue;
-      body += std::string(m.name) + "{" + ml + (labels.empty() ? "" : "," + labels) + "} " +
-              prom_number(s.at(p).get<double>() * m.scale) + "\n";
-    }
-    if (body.empty()) continue;
-    o += std::string("# HELP ") + m.name + " " + m.help + "\n# TYPE " + m.name + " " + m.type +
-         "\n" + body;
-  }
-  return o;
-}
-
-std::string render_prometheus_down(const std::string& mnt) {
-  return "# HELP kvfs_up 1 if kvfs-admin reached the kvfs daemon.\n# TYPE kvfs_up gauge\n"
-         "kvfs_up{mountpoint=\"" +
-         prom_escape(mnt) + "\"} 0\n";
-}
 
 std::string config_value(const std::string& k, const json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -396,7 +196,7 @@ std::string config_value(const std::string& k, const json& v) {
       f = human_bytes(double(b));
     return f + " (" + std::to_string(b) + " bytes)";
   }
-  if (v.is_number_float()) return prom_number(v.get<double>());
+  if (v.is_number_float()) return prom::number(v.get<double>());
   return v.dump();
 }
 

@@ -1,5 +1,5 @@
 // kvfs-admin's output: human-readable sizes, times and names, values read out
-// of the daemon's JSON replies, the `stats` table and Prometheus text, config
+// of the daemon's JSON replies, the `stats` table, config
 // values, and atomic writes of an output file.
 #pragma once
 
@@ -33,10 +33,8 @@ void write_atomically(const std::string& path, const std::string& data);
 // seconds since it, counters also show their rate.
 std::string render_table(const std::string& root, const json& s, const json* prev, double dt);
 
-// `stats` in the Prometheus text format; the _down variant says kvfs_up 0.
-std::string render_prometheus(const std::string& mnt, const json& s, const std::string& version);
-std::string render_prometheus_down(const std::string& mnt);
-std::string prom_number(double v);
+// `stats` in the Prometheus text format: fs/prom_text.h (shared with the
+// daemon's /metrics).
 
 // A runtime setting for `config`: sizes also in bytes.
 std::string config_value(const std::string& k, const json& v);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/config.h"
+#include "fs/prom_text.h"
 #include "tools/admin_client.h"
 #include "tools/admin_exit.h"
 #include "tools/admin_format.h"
@@ -37,7 +38,7 @@ int cmd_stats(const StatsOpts& o) {
     if (o.prometheus && !o.output.empty()) {
       char buf[PATH_MAX];
       write_atomically(o.output,
-                       render_prometheus_down(::realpath(o.mount.c_str(), buf) ? buf : o.mount));
+                       prom::render_down(::realpath(o.mount.c_str(), buf) ? buf : o.mount));
     }
     throw;
   }
@@ -53,7 +54,7 @@ int cmd_stats(const StatsOpts& o) {
       s = m->request({{"cmd", "stats"}});
     } catch (const Failure&) {
       if (o.prometheus && !o.output.empty())
-        write_atomically(o.output, render_prometheus_down(m->root()));
+        write_atomically(o.output, prom::render_down(m->root()));
       throw;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -61,7 +62,7 @@ int cmd_stats(const StatsOpts& o) {
     if (o.json_out) {
       text = o.watch > 0 ? s.dump() + "\n" : s.dump(2) + "\n";
     } else if (o.prometheus) {
-      text = render_prometheus(m->root(), s, version);
+      text = prom::render(m->root(), s, version);
     } else {
       const double dt = std::chrono::duration<double>(now - prev_t).count();
       text = render_table(m->root(), s, first ? nullptr : &prev, dt);

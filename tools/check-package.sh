@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds the kvfs Debian package and checks it end to end on THIS machine:
+# a Release build in build-pkg/ (JOBS=N for make -jN, default 1), cpack -G DEB,
+# lintian (any error fails), dpkg -i, the binaries and man pages in place,
+# dpkg --purge, nothing left behind. Needs root and a test machine: it
+# installs into / (and refuses if a kvfs package is installed already).
+#
+#   sudo JOBS=4 tools/check-package.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=$PWD
+BUILD=${BUILD_DIR:-$SRC/build-pkg}
+JOBS=${JOBS:-1}
+t0=$(date +%s)
+say() { echo "check-package: $*"; }
+fail() { echo "check-package: FAIL: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || fail "run as root (it installs the package with dpkg -i)"
+for t in cmake cpack lintian dpkg-shlibdeps fakeroot; do
+  command -v "$t" >/dev/null || fail "$t missing (tools/install-deps.sh)"
+done
+if dpkg-query -W -f='${Status}' kvfs 2>/dev/null | grep -q "installed"; then
+  fail "a kvfs package is installed already; not replacing it"
+fi
+
+say "build ($BUILD, -j$JOBS)"
+cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DKVFS_BENCH=OFF \
+  >"$BUILD.cmake.log" 2>&1 || { cat "$BUILD.cmake.log"; fail "cmake"; }
+cmake --build "$BUILD" -j"$JOBS" >"$BUILD.build.log" 2>&1 || { tail -50 "$BUILD.build.log"; fail "build"; }
+rm -f "$BUILD"/kvfs_*.deb
+(cd "$BUILD" && cpack -G DEB >"$BUILD.cpack.log" 2>&1) || { cat "$BUILD.cpack.log"; fail "cpack"; }
+debs=("$BUILD"/kvfs_*.deb)
+[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || fail "expected one kvfs_*.deb in $BUILD"
+DEB=${debs[0]}
+say "package $DEB"
+dpkg-deb --field "$DEB"
+
+# What the package holds, before anything is installed (a container's dpkg
+# may be set to skip /usr/share/man on install; the package must have them).
+contents=$(dpkg-deb --contents "$DEB" | awk '{print $6}')
+for f in ./usr/sbin/kvfs ./usr/sbin/kvfs-admin \
+  ./usr/share/man/man8/kvfs.8.gz ./usr/share/man/man8/kvfs-admin.8.gz \
+  ./usr/share/doc/kvfs/copyright ./usr/share/doc/kvfs/changelog.Debian.gz \
+  ./usr/share/doc/kvfs/examples/fstab.example ./usr/share/doc/kvfs/examples/mnt-kvcache.mount; do
+  grep -qx "$f" <<<"$contents" || fail "$f is not in the package"
+done
+if grep -q '^\./usr/local' <<<"$contents"; then fail "files under /usr/local"; fi
+dpkg-deb --field "$DEB" Depends | grep -q 'libc6' || fail "Depends lacks libc6 (dpkg-shlibdeps?)"
+
+say "lintian"
+set +e
+lint=$(lintian --fail-on error --display-info "$DEB" 2>&1)
+lrc=$?
+set -e
+echo "${lint:-(no tags)}"
+echo "$lint" | awk -F: 'NF>1 {print $1}' | sort | uniq -c | sed 's/^/check-package: lintian tags /'
+[ $lrc -eq 0 ] || fail "lintian reports errors"
+
+say "dpkg -i"
+dpkg -i "$DEB"
+trap 'dpkg --purge kvfs >/dev/null 2>&1 || true' EXIT
+/usr/sbin/kvfs --version | grep -q "^kvfs " || fail "kvfs --version"
+/usr/sbin/kvfs-admin version | grep -q "kvfs" || fail "kvfs-admin version"
+/usr/sbin/kvfs --help | grep -q "metrics=" || fail "kvfs --help"
+# The files dpkg recorded; man pages only if this dpkg installs them.
+listed=$(dpkg -L kvfs)
+for f in /usr/sbin/kvfs /usr/sbin/kvfs-admin /usr/share/doc/kvfs/copyright; do
+  [ -e "$f" ] || fail "$f not installed"
+done
+if grep -qx /usr/share/man/man8/kvfs.8.gz <<<"$listed"; then
+  [ -s /usr/share/man/man8/kvfs.8.gz ] && [ -s /usr/share/man/man8/kvfs-admin.8.gz ] ||
+    fail "man pages not installed"
+  zcat /usr/share/man/man8/kvfs.8.gz | grep -q '^\.TH KVFS 8' || fail "kvfs.8.gz is not the man page"
+  if command -v man >/dev/null; then man -w kvfs >/dev/null || fail "man -w kvfs"; fi
+else
+  say "note: this dpkg excludes /usr/share/man (path-exclude): man pages checked in the .deb only"
+fi
+
+say "dpkg --purge"
+dpkg --purge kvfs
+trap - EXIT
+left=""
+while read -r f; do
+  [ -f "$f" ] && left+=" $f"
+done <<<"$listed"
+[ -z "$left" ] || fail "left after purge:$left"
+[ ! -e /usr/share/doc/kvfs ] || fail "/usr/share/doc/kvfs left after purge"
+dpkg-query -W kvfs >/dev/null 2>&1 && fail "dpkg still knows kvfs"
+say "OK in $(($(date +%s) - t0)) s"
