@@ -108,6 +108,14 @@ KvfsMount::~KvfsMount() {
   }
   std::error_code ec;
   std::filesystem::remove_all(root_, ec);
+  // Daemons started without log_file log under /var/log/kvfs (there is no
+  // syslog socket here): their files are named after mount points in root_.
+  std::string prefix = root_.substr(1);
+  for (char& c : prefix)
+    if (c == '/') c = '-';
+  for (const auto& e : std::filesystem::directory_iterator("/var/log/kvfs", ec))
+    if (e.path().filename().string().rfind(prefix + "-", 0) == 0)
+      std::filesystem::remove(e.path(), ec);
 }
 
 RunResult KvfsMount::mount(const std::string& opts) {
