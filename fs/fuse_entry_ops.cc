@@ -79,14 +79,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   // Pages stay valid until kvfs says otherwise (keep_cache + notify_inval).
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-  auto* fc = static_cast<FsContext*>(userdata);
-  const StoreConfig& c = fc->store->config();
-  spdlog::info(
-      "mounted {} on {}: ram_size={} capacity={} segment_size={} index_dir={} node_id={} "
-      "threads={} flush_threads={} evict_grace={}s",
-      c.backing_dir, fc->cfg.mountpoint, format_size(fc->store->ram().capacity()),
-      format_size(fc->store->capacity()), format_size(c.segment_size), c.index_dir,
-      fc->store->node_id(), fc->cfg.threads, c.flush_threads, fc->store->evict_grace());
+  (void)userdata;  // the "mounted" line is logged by the daemon once mounted
 }
 
 Attr control_attr() {

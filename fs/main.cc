@@ -219,6 +219,17 @@ int serve(ParsedArgs& pa, bool background) {
     (void)(*store)->Close();
     return kExitMount;
   }
+  {
+    // Logged here, not in FUSE's init: an umount that comes before the
+    // kernel's INIT request is served would leave no line at all.
+    const StoreConfig& c = (*store)->config();
+    spdlog::info(
+        "mounted {} on {}: ram_size={} capacity={} segment_size={} index_dir={} node_id={} "
+        "threads={} flush_threads={} evict_grace={}s",
+        c.backing_dir, pa.fs.mountpoint, format_size((*store)->ram().capacity()),
+        format_size((*store)->capacity()), format_size(c.segment_size), c.index_dir,
+        (*store)->node_id(), pa.fs.threads, c.flush_threads, (*store)->evict_grace());
+  }
   Notifier notifier(se);
   notifier.start();
   // Kernel invalidation of evicted names is opt-in: a notification blocks in
