@@ -29,7 +29,8 @@
 // from the segments still sees them.
 //
 // Thread-safe: RocksDB is; a shared_mutex lets a reopen (after a write error
-// RocksDB will not clear itself) wait for calls in flight. No other header
+// RocksDB will not clear itself) wait for calls in flight, and commits are
+// serialised (a leaf mutex, taken before it; see index.cc). No other header
 // sees RocksDB.
 #pragma once
 
