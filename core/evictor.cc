@@ -20,6 +20,8 @@ constexpr uint64_t kMetaReserve = 1 << 20;
 // Compaction rewrites a segment's live part to free the rest: never more than
 // it frees.
 constexpr double kCompactMaxLive = 0.5;
+// A kept segment is tried again at every pass: one warning per interval.
+LogLimiter g_kept_log;
 
 bool is_tmp_name(const std::string& n) {
   return (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) ||
@@ -421,13 +423,17 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   // segment are carried forward (below), or a rebuild would bring it back.
   const uint64_t oldest_elsewhere = st.segs_->min_seq_except(seg);
   std::vector<RecordEntry> carry;
+  std::unordered_set<uint64_t> carried;  // seqs in carry
   uint64_t scanned = 0;
   Status ss = st.segs_->scan(
       seg,
       [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
         for (auto& e : es) {
           if (e.kind == EntryKind::kTombstone) {
-            if (oldest_elsewhere < e.snap.seq) carry.push_back(std::move(e));
+            // The same tombstone may sit here more than once (logged again
+            // after a crash, carried in before): one copy is enough.
+            if (oldest_elsewhere < e.snap.seq && carried.insert(e.snap.seq).second)
+              carry.push_back(std::move(e));
             continue;
           }
           InodeRef in = st.ns_->get(e.snap.ino);
@@ -446,8 +452,10 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   for (auto& i : st.segs_->list())
     if (i.id == seg) info = i;
   if (!ss.ok() || scanned < info.valid) {
-    spdlog::warn("segment {} kept: its records could not all be read ({})", seg,
-                 ss.ok() ? "a damaged record at " + std::to_string(scanned) : ss.ToString());
+    if (uint64_t held = 0; g_kept_log.allow(&held))
+      spdlog::warn("segment {} kept: its records could not all be read ({}; {} similar not shown)",
+                   seg, ss.ok() ? "a damaged record at " + std::to_string(scanned) : ss.ToString(),
+                   held);
     blocked = true;
   }
   // 3. Wait until the flushers have written all of it elsewhere.
@@ -462,8 +470,11 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   if (!blocked && !carry.empty()) {
     const size_t n = carry.size();
     if (Status c = st.flusher_->log_meta(std::move(carry), std::chrono::seconds(10)); !c.ok()) {
-      spdlog::warn("segment {} kept: {} tombstones could not be carried forward: {}", seg, n,
-                   c.ToString());
+      if (uint64_t held = 0; g_kept_log.allow(&held))
+        spdlog::warn(
+            "segment {} kept: {} tombstones could not be carried forward: {} ({} similar "
+            "not shown)",
+            seg, n, c.ToString(), held);
       blocked = true;
     }
   }

@@ -1,6 +1,8 @@
 // Flusher, the callers' side: queueing inodes and journal entries for the
 // flusher threads, waiting for durability, and flush_all (fsync of a
 // directory, unmount). The threads' side is in flusher.cc.
+#include <algorithm>
+
 #include "core/block_store.h"
 #include "core/flusher.h"
 #include "core/namespace.h"
@@ -60,8 +62,10 @@ void Flusher::add_meta(std::vector<RecordEntry> entries) {
 }
 
 Status Flusher::log_meta(std::vector<RecordEntry> entries, std::chrono::milliseconds timeout) {
-  std::vector<uint64_t> seqs;
+  std::vector<uint64_t> seqs;  // each once: an entry logged twice is logged
   for (const auto& e : entries) seqs.push_back(e.snap.seq);
+  std::sort(seqs.begin(), seqs.end());
+  seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
   std::unique_lock l(q_mu_);
   for (uint64_t s : seqs) tracked_.insert(s);
   for (auto& e : entries) meta_.push_back(std::move(e));
