@@ -23,19 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// True when /proc/self/mountinfo has a mount on exactly this path.
-bool is_mounted(const std::string& path) {
-  std::ifstream f("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string id, parent, devno, root, mnt;
-    in >> id >> parent >> devno >> root >> mnt;
-    if (mnt == path) return true;
-  }
-  return false;
-}
-
 int lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -20,18 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_mounted(const std::string& path) {
-  std::ifstream f("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string id, parent, devno, root, mnt;
-    in >> id >> parent >> devno >> root >> mnt;
-    if (mnt == path) return true;
-  }
-  return false;
-}
-
 RunResult admin(const std::vector<std::string>& args) {
   std::vector<std::string> argv{KVFS_ADMIN_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -231,14 +219,26 @@ TEST(DaemonOps, NoSyslogSocketLogsToVarLogKvfs) {
   const std::string script =
       "set -e\n"
       "if [ -e /dev/log ]; then mount --bind /dev/null /dev/log; fi\n"
-      "'" + std::string(kvfs_binary()) + "' '" + m.backing() + "' '" + m.mnt() +
-      "' -o index_dir=" + m.index_dir() + ",ram_size=64M\n"
-      "echo data > '" + m.mnt() + "/f'\n"
+      "'" +
+      std::string(kvfs_binary()) + "' '" + m.backing() + "' '" + m.mnt() +
+      "' -o index_dir=" + m.index_dir() +
+      ",ram_size=64M\n"
+      "echo data > '" +
+      m.mnt() +
+      "/f'\n"
       // Bounded: the line must be there within the 1 s flush interval.
-      "for i in $(seq 50); do grep -q 'mounted ' '" + log + "' 2>/dev/null && break; sleep 0.1; done\n"
-      "grep -q 'mounted ' '" + log + "'\n"
-      "pid=$(tr -dc 0-9 < '" + m.backing() + "/kvfs.lock')\n"
-      "fusermount3 -u '" + m.mnt() + "'\n"
+      "for i in $(seq 50); do grep -q 'mounted ' '" +
+      log +
+      "' 2>/dev/null && break; sleep 0.1; done\n"
+      "grep -q 'mounted ' '" +
+      log +
+      "'\n"
+      "pid=$(tr -dc 0-9 < '" +
+      m.backing() +
+      "/kvfs.lock')\n"
+      "fusermount3 -u '" +
+      m.mnt() +
+      "'\n"
       "while kill -0 $pid 2>/dev/null; do sleep 0.05; done\n";
   RunResult r = run_command({"unshare", "-m", "--propagation", "private", "sh", "-c", script});
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -19,6 +19,8 @@
 #include <random>
 #include <set>
 
+#include "core/mounts.h"
+
 extern char** environ;
 
 namespace kvfs::test {
@@ -170,6 +172,12 @@ void KvfsMount::kill9() {
   g_pids.erase(pid_);
   g_mounts.erase(mnt_);
   pid_ = -1;
+}
+
+bool is_mounted(const std::string& path) {
+  for (const MountEntry& m : read_mounts())
+    if (m.target == path) return true;
+  return false;
 }
 
 pid_t KvfsMount::forget_unmounted() {

@@ -68,6 +68,9 @@ class KvfsMount {
   pid_t pid_ = -1;
 };
 
+// True when something is mounted on exactly this path.
+bool is_mounted(const std::string& path);
+
 // Path of the kvfs binary under test.
 const char* kvfs_binary();
 
