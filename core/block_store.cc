@@ -337,7 +337,8 @@ Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   auto r = ns_->remove(parent, name, false);
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
-  if ((*r)->open_count == 0) free_data_locked(**r);
+  (*r)->kept_for_kernel = true;
+  if (data_unused_locked(**r)) free_data_locked(**r);
   return Status::OK();
 }
 
@@ -353,7 +354,8 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
   if (!r.ok()) return r.status();
   if (InodeRef replaced = *r) {
     std::lock_guard g(replaced->mu);
-    if (replaced->open_count == 0) free_data_locked(*replaced);
+    replaced->kept_for_kernel = true;
+    if (data_unused_locked(*replaced)) free_data_locked(*replaced);
   }
   return Status::OK();
 }
@@ -363,7 +365,15 @@ Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn
 }
 
 void BlockStore::forget(uint64_t ino, uint64_t n) {
-  (void)ns_->forget(ino, n);
+  // The last kernel reference to an unlinked file: nothing can open it now.
+  if (InodeRef gone = ns_->forget(ino, n)) {
+    std::lock_guard g(gone->mu);
+    if (!gone->evicted) free_data_locked(*gone);
+  }
+}
+
+bool BlockStore::data_unused_locked(const Inode& in) const {
+  return !in.linked.load() && in.open_count == 0 && (!in.kept_for_kernel || in.nlookup.load() == 0);
 }
 
 // ----------------------------------------------------------------------------

@@ -65,6 +65,8 @@ struct OpenFile {
   // Writable, and nothing written through it since the client's last close()
   // of a descriptor on it (FUSE flush). Guarded by in->mu.
   bool sealed = false;
+  // The kernel may keep its cached pages of the file for this open.
+  bool keep_cache = false;
 };
 
 // What a read returns: iovecs into buffers kept alive by refs. The caller
@@ -204,6 +206,9 @@ class BlockStore : public Journal {
   Status read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out);
   void drop_file(const InodeRef& in, const Status& why);
   void free_data_locked(Inode& in);
+  // An unlinked file's data may go: nobody has it open and, when a client
+  // removed it, the kernel holds no inode it could still open.
+  bool data_unused_locked(const Inode& in) const;
   void mark_dirty_locked(Inode& in);
   InodeSnapshot snapshot_locked(const Inode& in, uint64_t parent, std::string_view name);
   Status check_writable() const;

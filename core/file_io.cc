@@ -68,17 +68,23 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   std::lock_guard g(in->mu);
   if (in->is_dir()) return Status::IsDir();
   if (!in->is_reg()) return Status::Invalid("not a regular file");
-  // Evicted between the kernel's lookup and this open: a miss, not an
-  // empty file.
-  if (in->evicted) return Status::NotFound("evicted");
+  // Evicted between the kernel's lookup and this open: a miss for a reader,
+  // not an empty file. A writer (O_CREAT|O_TRUNC of a name the evictor just
+  // took) gets ESTALE: the VFS then looks the name up again and creates it,
+  // where ENOENT would fail an open that must create.
+  if (in->evicted) return writable ? Status::Stale("evicted") : Status::NotFound("evicted");
   in->touch(now_ns());
   if ((flags & O_TRUNC) && writable && in->size > 0) {
     KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
     in->mtime_ns = in->ctime_ns = now_ns();
   }
+  const bool keep_cache = !writable && in->open_writers == 0 && in->kernel_cache_ok;
+  in->kernel_cache_ok = true;
   ++in->open_count;
   if (writable) ++in->open_writers, ++in->active_writers;
-  return track_handle(new OpenFile{in, writable, (flags & O_NOATIME) != 0});
+  OpenFile* f = new OpenFile{in, writable, (flags & O_NOATIME) != 0};
+  f->keep_cache = keep_cache;
+  return track_handle(f);
 }
 
 OpenFile* BlockStore::track_handle(OpenFile* f) {
@@ -116,7 +122,7 @@ void BlockStore::release(OpenFile* f) {
     if (writable && --in->open_writers == 0) flusher_->untrack_locked(in);
     unlinked = !in->linked.load();
     if (unlinked) {
-      if (in->open_count == 0) free_data_locked(*in);
+      if (data_unused_locked(*in)) free_data_locked(*in);
     } else if (in->active_writers == 0 && in->dirty() && !cfg_.read_only) {
       flusher_->enqueue_locked(in, false);
     }
@@ -318,6 +324,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
         in->size = std::max<uint64_t>(in->size, cur + n);
         in->mtime_ns = in->ctime_ns = now_ns();
         ++in->version;
+        in->kernel_cache_ok = false;
         in->reclaiming = false;  // client data: the flush gate applies again
         if (in->open_writers > 0)
           flusher_->track_locked(in);
@@ -379,6 +386,7 @@ Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
   }
   in.size = size;
   ++in.version;
+  in.kernel_cache_ok = false;
   return Status::OK();
 }
 

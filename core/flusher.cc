@@ -413,7 +413,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
           in.requeue = false;
           enqueue_locked(c.in, in.fsync_waiters > 0);
         }
-        if (!in.linked.load() && in.open_count == 0) store_->free_data_locked(in);
+        if (store_->data_unused_locked(in)) store_->free_data_locked(in);
       }
     }
   }

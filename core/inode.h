@@ -93,9 +93,19 @@ class Inode {
   bool requeue = false;      // changed while in_flush
   bool atime_dirty = false;  // atime changed alone: saved by flush_all only
   bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail
-  bool reclaiming = false;   // dirty only because the evictor copies it forward
-  bool tracked = false;      // in the flusher's set of files written while open
-  Status flush_error;        // last flush failure, reported to fsync
+  // Unlinked or renamed over by a client: the data stays while the kernel
+  // holds the inode (nlookup > 0), so an open through a dentry it resolved
+  // just before finds this version, as on a local filesystem.
+  bool kept_for_kernel = false;
+  // The kernel's page cache of this file may be kept at the next open:
+  // nothing was written or truncated since the last open. Close-to-open, as
+  // NFS does: pages the kernel cached while writers on other descriptors
+  // raced (an O_TRUNC against a write in flight) are dropped once the file
+  // is opened again, so a reader gets the daemon's bytes.
+  bool kernel_cache_ok = false;
+  bool reclaiming = false;  // dirty only because the evictor copies it forward
+  bool tracked = false;     // in the flusher's set of files written while open
+  Status flush_error;       // last flush failure, reported to fsync
 
   bool is_dir() const { return S_ISDIR(mode); }
   bool is_reg() const { return S_ISREG(mode); }

@@ -33,6 +33,7 @@ class [[nodiscard]] Status {
     kBusy,          // EBUSY
     kNotSupported,  // EOPNOTSUPP
     kReadOnly,      // EROFS
+    kStale,         // ESTALE: the inode went since the kernel looked it up
   };
 
   Status() = default;
@@ -55,6 +56,7 @@ class [[nodiscard]] Status {
   static Status Busy(std::string m = {}) { return {Code::kBusy, std::move(m)}; }
   static Status NotSupported(std::string m = {}) { return {Code::kNotSupported, std::move(m)}; }
   static Status ReadOnly(std::string m = {}) { return {Code::kReadOnly, std::move(m)}; }
+  static Status Stale(std::string m = {}) { return {Code::kStale, std::move(m)}; }
   // From a syscall's errno, for the few places core calls the OS directly.
   static Status FromErrno(int err, std::string m);
 

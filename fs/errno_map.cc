@@ -26,6 +26,7 @@ int to_errno(const Status& s) {
     case C::kBusy: return EBUSY;
     case C::kNotSupported: return EOPNOTSUPP;
     case C::kReadOnly: return EROFS;
+    case C::kStale: return ESTALE;
   }
   return EIO;
 }

@@ -15,10 +15,11 @@ OpenFile* handle(fuse_file_info* fi) {
   return reinterpret_cast<OpenFile*>(fi->fh);
 }
 
-void set_open_flags(fuse_file_info* fi) {
-  // Re-reads come from the page cache: file contents change only through
-  // this mount (or by eviction, which invalidates explicitly).
-  fi->keep_cache = 1;
+void set_open_flags(fuse_file_info* fi, const OpenFile* f) {
+  // Re-reads of an unchanged file come from the page cache: contents change
+  // only through this mount (or by eviction, which invalidates explicitly).
+  // A file written since its last open starts from the daemon's bytes.
+  fi->keep_cache = f->keep_cache ? 1 : 0;
   fi->direct_io = 0;
 }
 
@@ -33,7 +34,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto r = ctx(req).store->create(parent, name, mode, fi->flags | O_CREAT, caller(req), &a);
     if (!r.ok()) return reply_err(req, r.status());
     fi->fh = reinterpret_cast<uint64_t>(*r);
-    set_open_flags(fi);
+    set_open_flags(fi, *r);
     fuse_entry_param e{};
     e.ino = a.ino;
     e.generation = 1;
@@ -58,7 +59,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto r = ctx(req).store->open(ino, fi->flags);
     if (!r.ok()) return reply_err(req, r.status());
     fi->fh = reinterpret_cast<uint64_t>(*r);
-    set_open_flags(fi);
+    set_open_flags(fi, *r);
     if (fuse_reply_open(req, fi) != 0) ctx(req).store->release(*r);
   });
 }

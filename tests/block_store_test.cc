@@ -194,6 +194,48 @@ TEST_F(StoreTest, IndexRebuiltFromSegments) {
   EXPECT_EQ(get(kRootIno, "old", &st), "<missing>");
 }
 
+// A file a client removed stays readable through the inode the kernel still
+// holds (an open that resolved the name just before the unlink or the
+// rename), as on a local filesystem; its data goes when the kernel forgets
+// it. An evicted file is different: its data is gone, so a reader misses and
+// a writer gets ESTALE (the VFS looks the name up again and creates it).
+TEST_F(StoreTest, RemovedFileOpensUntilTheKernelForgetsIt) {
+  const std::string d = pattern(kBlockSize + 5, 9);
+  const uint64_t victim = put(kRootIno, "victim", d);
+  const uint64_t unlinked = put(kRootIno, "unlinked", "old bytes");
+  put(kRootIno, "tmp", "new");
+  ASSERT_TRUE(store_->rename(kRootIno, "tmp", kRootIno, "victim", 0).ok());
+  ASSERT_TRUE(store_->unlink(kRootIno, "unlinked").ok());
+  EXPECT_EQ(get(kRootIno, "victim"), "new");
+  for (uint64_t ino : {victim, unlinked}) {
+    auto f = store_->open(ino, O_RDWR | O_TRUNC);
+    ASSERT_TRUE(f.ok()) << ino << ": " << f.status().ToString();
+    store_->release(*f);
+  }
+  auto f = store_->open(victim, O_RDONLY);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ReadResult rr;
+  ASSERT_TRUE(store_->read(*f, 0, d.size(), &rr).ok());
+  EXPECT_EQ(rr.bytes, 0u) << "the O_TRUNC above emptied the removed file";
+  store_->release(*f);
+  // The kernel lets go: nothing can open the removed inodes any more.
+  store_->forget(victim, UINT64_MAX);
+  store_->forget(unlinked, UINT64_MAX);
+  EXPECT_EQ(store_->open(victim, O_RDONLY).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->open(unlinked, O_WRONLY).status().code(), Status::Code::kNotFound);
+
+  const uint64_t evicted = put(kRootIno, "evicted", d);
+  EvictRequest r;
+  r.kind = EvictRequest::Kind::kPath;
+  r.ino = evicted;
+  r.force = true;
+  auto res = store_->evict(r);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->files, 1u);
+  EXPECT_EQ(store_->open(evicted, O_RDONLY).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->open(evicted, O_WRONLY | O_TRUNC).status().code(), Status::Code::kStale);
+}
+
 TEST_F(StoreTest, ColdReadsComeFromSegments) {
   // 32 MiB of data through a 16 MiB RAM tier.
   std::vector<std::string> data;

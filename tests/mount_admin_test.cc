@@ -165,6 +165,38 @@ TEST(AdminStats, CountsFilesBytesHitsAndMisses) {
   EXPECT_GE(get(r1, "/hits/backing"), get(r0, "/hits/backing") + kFiles * 2);
 }
 
+// The kernel's page cache is kept at an open only for a file nothing wrote
+// since its last open (close-to-open): a re-read of an unchanged file does
+// not reach the daemon, the first read after a change does, and sees it.
+TEST(AdminStats, PageCacheKeptOnlyForUnchangedFiles) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok());
+  const std::string f = m.path("cached");
+  std::string data = random_bytes(2 * kMiB, 7);
+  ASSERT_TRUE(write_file(f, data));
+  auto ram_hits = [&] { return get(stats_json(m), "/hits/ram"); };
+  std::string back;
+  const uint64_t h0 = ram_hits();
+  ASSERT_TRUE(read_file(f, &back));
+  EXPECT_EQ(back, data);
+  const uint64_t h1 = ram_hits();
+  EXPECT_GE(h1, h0 + 2) << "the first open after the write is served by the daemon";
+  ASSERT_TRUE(read_file(f, &back));
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(ram_hits(), h1) << "an unchanged file is re-read from the page cache";
+
+  int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::string patch(4096, 'p');
+  ASSERT_EQ(::pwrite(fd, patch.data(), patch.size(), kMiB), ssize_t(patch.size()));
+  ASSERT_EQ(::close(fd), 0);
+  data.replace(kMiB, patch.size(), patch);
+  const uint64_t h2 = ram_hits();
+  ASSERT_TRUE(read_file(f, &back));
+  EXPECT_EQ(back, data);
+  EXPECT_GE(ram_hits(), h2 + 2) << "a file written since its last open is read from the daemon";
+}
+
 TEST(AdminEvict, PrefixRemovesExactlyThatSubtree) {
   KvfsMount m;
   ASSERT_TRUE(m.mount_ok("evict_grace=0,entry_timeout=0,attr_timeout=0,negative_timeout=0"));

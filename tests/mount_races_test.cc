@@ -67,6 +67,27 @@ int load(const std::string& path, AlignedBuf& buf, size_t* got, bool direct) {
   return 0;
 }
 
+// Where got first differs from want, and whether the wrong bytes are zeros
+// (a hole) or foreign: tells a lost write from a stale page.
+std::string describe_mismatch(const std::string& got, const std::string& want) {
+  size_t i = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  if (i == got.size() && i == want.size()) return "same bytes";
+  size_t j = i, zeros = 0;
+  while (j < got.size() && j < want.size() && got[j] != want[j]) zeros += got[j++] == 0;
+  return "first difference at " + std::to_string(i) + ", " + std::to_string(j - i) +
+         " bytes differ there (" + std::to_string(zeros) + " of them zero), sizes " +
+         std::to_string(got.size()) + "/" + std::to_string(want.size());
+}
+
+// The same file read past the page cache: the daemon's own bytes.
+std::string describe_direct(const std::string& path, const std::string& want) {
+  AlignedBuf buf(want.size() + 4096);
+  size_t n = 0;
+  if (int e = load(path, buf, &n, true)) return errstr(e);
+  return describe_mismatch(std::string(buf.data, n), want);
+}
+
 // ---------------------------------------------------------------------------
 // LMCache fs_native: every concurrent writer of a key uses the SAME tmp name
 // (open O_CREAT|O_TRUNC, write, close, rename). Writers of one key write
@@ -158,7 +179,9 @@ TEST(Races, ManyWritersOneTmpNameThenRename) {
       ASSERT_TRUE(read_file(dst, &got)) << dst << ": " << errstr(errno);
       ASSERT_EQ(got.size(), kSize) << dst;
       ASSERT_TRUE(got == contents[k])
-          << dst << " is not the key's bytes after all writers finished";
+          << dst << " is not the key's bytes after all writers finished: "
+          << describe_mismatch(got, contents[k])
+          << "; read with O_DIRECT: " << describe_direct(dst, contents[k]);
       struct stat st;
       EXPECT_EQ(::stat((dst + ".tmp").c_str(), &st), -1) << "shared tmp name left behind";
       EXPECT_EQ(errno, ENOENT);

@@ -84,6 +84,7 @@ const char* code_name(Code c) {
     case Code::kBusy: return "EBUSY";
     case Code::kNotSupported: return "EOPNOTSUPP";
     case Code::kReadOnly: return "EROFS";
+    case Code::kStale: return "ESTALE";
   }
   return "?";
 }
