@@ -394,6 +394,12 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   j.add("files_created", dir1.files - std::min(dir1.files, dir0.files));
   j.add("dirs_created", dir1.dirs - std::min(dir1.dirs, dir0.dirs));
   j.add("is_kvfs", is_kvfs);
+  // On a shared machine the other load explains much of the spread between runs.
+  if (FILE* la = std::fopen("/proc/loadavg", "r")) {
+    double l1 = 0;
+    if (std::fscanf(la, "%lf", &l1) == 1) j.add("loadavg_1m_end", l1, 2);
+    std::fclose(la);
+  }
   if (!backing.empty())
     j.add("backing_files_created", back1.files - std::min(back1.files, back0.files))
         .add("backing_dirs_created", back1.dirs - std::min(back1.dirs, back0.dirs))

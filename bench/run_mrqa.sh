@@ -131,10 +131,12 @@ for c in clients:
                 "direct_files_and_dirs": created(d) if d else None,
                 "fewer_files_x": created(d) / created(r) if d and created(r) else None,
             })
+loads = [r["loadavg_1m_end"] for r in rows if "loadavg_1m_end" in r]
 meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
         "cpus": os.cpu_count(), "elapsed_s": int(elapsed), "chunk_bytes": int(chunk),
         "chunk_scale": f"1/{scale:g}", "virtual_time_s": float(vtime), "users": int(users),
         "rounds": int(rounds), "concurrency": int(conc), "clients": clients,
+        "loadavg_1m": [min(loads), max(loads)] if loads else None,
         "note": "time-compressed replay: schedule of multi-round-qa.py (--qps 2 "
                 "--shared-system-prompt 1000 --answer-len 100) over the first "
                 f"{vtime} s, 256-token chunks of {chunk} bytes (Qwen3-8B: 37748736)"}
@@ -149,7 +151,10 @@ md = [f"## Multi-round QA replay ({meta['date']}, {meta['cpus']} CPUs, {elapsed}
       "I/O time. Clients (kvfs-bench mrqa --client): vllm = vLLM fs tier (access, O_DIRECT "
       "one-read loads, nested dirs); nixl-gds = LMCache MP server + NIXL GDS (stat, "
       "O_DIRECT tmp + rename, 3 extents in parallel); lmcache-fs = LMCache FSConnector "
-      "(stat, buffered 28 B header + payload, fixed tmp + rename).", "",
+      "(stat, buffered 28 B header + payload, fixed tmp + rename)." +
+      (f" 1-min load average at the end of each run: {min(loads):.1f}-{max(loads):.1f} "
+       f"(on {meta['cpus']} CPUs; above that, other work shared the machine)." if loads else ""),
+      "",
       "| client | L (tokens) | setup | GB/s | chunk ops/s | store p50/p99 ms | load p50/p99 ms "
       "| hit ratio | GB read / written | RAM / backing hits | files+dirs created on the backing fs |",
       "|---|---|---|---|---|---|---|---|---|---|---|"]
