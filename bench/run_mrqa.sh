@@ -207,6 +207,7 @@ set terminal pngcairo size $((420 * n + 180)),540 font "DejaVu Sans,11" noenhanc
 set output "$OUT/mrqa.png"
 set multiplot layout 1,$n title "Multi-round QA replay: throughput vs context length (chunk $CHUNK B, ${VTIME}s of schedule)"
 set xlabel "user context L (tokens)"
+set xtics 5000
 set ylabel "GB/s (loaded + stored / I/O time)"
 set key top left font ",9"
 set grid
