@@ -13,22 +13,33 @@
 // depends on every token before it, so the chunks wholly inside the system
 // prompt are shared by all users).
 //
-// Each request: access(F_OK) on its chunks in prefix order until the first
-// miss; the hits are loaded (open O_DIRECT + ONE read, verified) by the read
-// pool; the misses are stored (vLLM store pattern) by the write pool. The
-// requests run time-compressed, as fast as storage allows, in the schedule's
-// order, at most --concurrency at once and one at a time per user.
+// Each request: an existence check on its chunks in prefix order until the
+// first miss; the hits are loaded (and verified) by the read pool; the misses
+// are stored by the write pool. The requests run time-compressed, as fast as
+// storage allows, in the schedule's order, at most --concurrency at once and
+// one at a time per user. --client picks whose file pattern that is:
+//   vllm        vLLM's fs tier: access(F_OK); open O_DIRECT + ONE read; the
+//               vLLM store pattern (nested dirs, random tmp, rename).
+//   nixl-gds    LMCache MP server, NIXL GDS (bench/client_patterns.h): stat;
+//               O_RDWR|O_DIRECT, extents concurrently (a scaled chunk keeps the
+//               full-size chunk's three); the store skipped for a key in the
+//               adapter's dict.
+//   lmcache-fs  LMCache FSConnector: stat; buffered header + payload; a put
+//               skipped while the same key's put is in flight (put_tasks).
 //
-//   kvfs-bench mrqa DIR [--context-tokens 1000] [--users 15] [--rounds 20] [--qps 2]
-//       [--time 1200] [--system-prompt 1000] [--answer 100] [--question 32]
-//       [--concurrency 4] [--write-threads 16] [--read-threads 32] [geometry | --chunk-bytes B]
-//       [--backing-dir PATH] [--label NAME] [--flush 1] [--dry-run]
+//   kvfs-bench mrqa DIR [--client vllm|nixl-gds|lmcache-fs] [--context-tokens 1000]
+//       [--users 15] [--rounds 20] [--qps 2] [--time 1200] [--system-prompt 1000]
+//       [--answer 100] [--question 32] [--concurrency 4] [--write-threads 16]
+//       [--read-threads 32] [geometry | --chunk-bytes B] [--backing-dir PATH]
+//       [--label NAME] [--flush 1] [--dry-run]
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <unordered_set>
 
 #include "bench/bench_util.h"
+#include "bench/client_patterns.h"
 #include "bench/kvfs_control.h"
 
 namespace kvfs::bench {
@@ -171,6 +182,9 @@ Json& add_kvfs_delta(Json& j, const nlohmann::json& b, const nlohmann::json& a, 
 }  // namespace
 
 int cmd_mrqa(const std::string& dir, Args& a) {
+  const std::string client = a.str("client", "vllm");
+  if (client != "vllm" && client != "nixl-gds" && client != "lmcache-fs")
+    die("--client: vllm, nixl-gds or lmcache-fs, not '%s'", client.c_str());
   Workload w;
   w.ctx = a.num("context-tokens", 1000);
   w.users = std::max<uint64_t>(1, a.num("users", 15));
@@ -200,7 +214,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   for (const auto& r : reqs)
     need_chunks += r.tokens / bt, max_user = std::max<uint64_t>(max_user, r.user);
   Json j;
-  j.add("cmd", "mrqa").add("dir", dir).add("label", label);
+  j.add("cmd", "mrqa").add("client", client).add("dir", dir).add("label", label);
   j.add("users", w.users)
       .add("rounds", w.rounds)
       .add("qps", w.qps, 2)
@@ -216,13 +230,59 @@ int cmd_mrqa(const std::string& dir, Args& a) {
     return 0;
   }
 
-  // <root>/<model>_<12 hex>_r0/...: the chunk of (user, index) in prefix order.
-  const std::string base_dir = vllm_base_dir(dir, "Qwen/Qwen3-8B", salt);
-  const std::string rank_dir = base_dir + "_r0";
-  const bool direct = vllm_probe_o_direct(base_dir);
+  // The chunk of (user, index) in prefix order, named as the client names it.
+  const bool is_vllm = client == "vllm", is_nixl = client == "nixl-gds";
+  std::string store_dir;
+  bool direct = false;
+  if (is_vllm) {  // <root>/<model>_<12 hex>_r0/...
+    const std::string base_dir = vllm_base_dir(dir, "Qwen/Qwen3-8B", salt);
+    store_dir = base_dir + "_r0";
+    direct = vllm_probe_o_direct(base_dir);
+  } else {
+    store_dir = join(dir, is_nixl ? "nixl_gds" : "lmcache_fs");
+    mkdir_p(store_dir);
+    direct = is_nixl;
+  }
   if (direct && size % kPage) die("O_DIRECT needs a chunk size that is a multiple of 4096");
   auto chunk_path = [&](uint32_t user, uint64_t i) {
-    return vllm_block_path(rank_dir, hex64(splitmix64(salt ^ (i < shared_chunks ? 0 : user)), i));
+    const std::string h = hex64(splitmix64(salt ^ (i < shared_chunks ? 0 : user)), i);
+    if (is_vllm) return vllm_block_path(store_dir, h);
+    if (is_nixl) return clients::nixl_name(store_dir, "Qwen/Qwen3-8B", 0, h);
+    return clients::lmcache_fs_name(store_dir, "Qwen3-8B", g.tp, 0, h);
+  };
+  const uint64_t file_size = is_nixl || is_vllm ? size : clients::lmcache_fs_file_size(size, false);
+  const std::vector<clients::Extent> ex = clients::extents_of(size, clients::scaled_extent(g));
+  std::atomic<uint64_t> ooo{0};  // nixl-gds transfers whose extents completed out of order
+  auto present = [&](const std::string& p) {
+    return is_vllm ? ::access(p.c_str(), F_OK) == 0 : clients::stat_sized(p, file_size) == 0;
+  };
+  auto load = [&](const std::string& p, char* b) {
+    if (is_vllm) return vllm_load(p, b, size, direct);
+    if (!is_nixl) return clients::lmcache_fs_load(p, b, size, false);
+    clients::ExtentIo io(false);
+    if (clients::nixl_load(p, b, ex, io)) ++ooo;
+  };
+  // The LMCache clients skip a put of a key they already hold or are putting
+  // (the MP adapter's dict keeps it, the FSConnector's put_tasks until done);
+  // without that, two FSConnector puts of one key would share its tmp file.
+  std::mutex keys_mu;
+  std::unordered_set<std::string> keys;
+  auto store = [&](const std::string& p, char* b) {
+    if (is_vllm) return vllm_store(p, b, size, direct);
+    {
+      std::lock_guard l(keys_mu);
+      if (!keys.insert(p).second) return false;
+    }
+    bool stored = true;
+    if (is_nixl) {
+      clients::ExtentIo io(false);
+      if (clients::nixl_store(p, b, ex, io)) ++ooo;
+    } else {
+      stored = clients::lmcache_fs_store(p, b, size, false);
+      std::lock_guard l(keys_mu);
+      keys.erase(p);
+    }
+    return stored;
   };
   if (ctl == "auto") ctl = find_kvfs_control(dir);
   const bool is_kvfs = !ctl.empty();
@@ -259,7 +319,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
       uint64_t k = 0;  // prefix hits
       for (; k < n; ++k) {
         ++lookups;
-        if (::access(chunk_path(q.user, k).c_str(), F_OK) != 0) break;
+        if (!present(chunk_path(q.user, k))) break;
       }
       hits += k;
       std::vector<Pool::Task> loads, stores;
@@ -267,7 +327,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
         loads.push_back([&, path = chunk_path(q.user, i)](char* b, Phase& p) {
           std::memset(b, 0xa5, kPage);
           const double s0 = now_s();
-          vllm_load(path, b, size, direct);
+          load(path, b);
           const double s1 = now_s();
           p.lat_ms.push_back((s1 - s0) * 1e3);
           ++p.ops, p.bytes += size;
@@ -279,7 +339,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
         stores.push_back([&, path = chunk_path(q.user, i)](char* b, Phase& p) {
           apply_stamps(b, size, name_seed(path));
           const double s0 = now_s();
-          if (!vllm_store(path, b, size, direct)) return void(++p.skipped);
+          if (!store(path, b)) return void(++p.skipped);
           p.lat_ms.push_back((now_s() - s0) * 1e3);
           ++p.ops, p.bytes += size;
         });
@@ -303,7 +363,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   double flush_s = 0;
   if (flush) {  // untimed: on kvfs, the backing dir then holds everything
     const double f0 = now_s();
-    fsync_dir(rank_dir);
+    fsync_dir(store_dir);
     flush_s = now_s() - f0;
   }
   const auto st2 = stats();
@@ -316,6 +376,10 @@ int cmd_mrqa(const std::string& dir, Args& a) {
       .add("write_threads", wt)
       .add("read_threads", rt)
       .add("o_direct", direct);
+  if (is_nixl)
+    j.add("extents", static_cast<uint64_t>(ex.size()))
+        .add("extent_bytes", ex.front().len)
+        .add("out_of_order_extents", ooo.load());
   j.add("io_s", io_s).add("gbps", gbps(ld.bytes + sto.bytes, io_s));
   j.add("chunk_ops_s", io_s > 0 ? (ld.ops + sto.ops) / io_s : 0, 1);
   j.add("store_p50_ms", percentile(sto.lat_ms, 50)).add("store_p99_ms", percentile(sto.lat_ms, 99));
@@ -330,6 +394,12 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   j.add("files_created", dir1.files - std::min(dir1.files, dir0.files));
   j.add("dirs_created", dir1.dirs - std::min(dir1.dirs, dir0.dirs));
   j.add("is_kvfs", is_kvfs);
+  // On a shared machine the other load explains much of the spread between runs.
+  if (FILE* la = std::fopen("/proc/loadavg", "r")) {
+    double l1 = 0;
+    if (std::fscanf(la, "%lf", &l1) == 1) j.add("loadavg_1m_end", l1, 2);
+    std::fclose(la);
+  }
   if (!backing.empty())
     j.add("backing_files_created", back1.files - std::min(back1.files, back0.files))
         .add("backing_dirs_created", back1.dirs - std::min(back1.dirs, back0.dirs))

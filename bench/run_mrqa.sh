@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # run_mrqa.sh: LMCache's multi-round QA load (kvfs-bench mrqa) replayed on four
-# setups in one run, swept over the user-context length L:
+# setups in one run, for each client's file pattern (kvfs-bench mrqa --client:
+# vllm = vLLM fs tier, nixl-gds = LMCache MP server with NIXL GDS, lmcache-fs =
+# LMCache FSConnector), swept over the user-context length L:
 #   direct      the backing dir's filesystem (local disk) used directly
 #   tmpfs       a tmpfs (size MRQA_TMPFS_SIZE)
 #   kvfs-small  kvfs over a backing dir on that disk, ram_size=MRQA_SMALL_RAM
 #   kvfs-large  the same with ram_size=MRQA_LARGE_RAM
-# Every (setup, L) starts empty (kvfs: fresh backing dir and index_dir, mounted
-# anew). Writes bench/results/mrqa.{jsonl,json,md} and the chart mrqa.png
-# (gnuplot, pngcairo), prints the table with the ratios kvfs/direct and
-# kvfs/tmpfs. Everything mounted here is unmounted on exit.
+# Every (client, setup, L) starts empty (kvfs: fresh backing dir and index_dir,
+# mounted anew). Writes bench/results/mrqa.{jsonl,json,md} and the chart
+# mrqa.png (gnuplot, pngcairo; one panel per client), prints the table with
+# the ratios kvfs/direct and kvfs/tmpfs of the same client. Everything mounted
+# here is unmounted on exit.
 #
 #   sudo bench/run_mrqa.sh [BUILD_DIR]
 #
-# Scaling (the real load moves TBs; the defaults fit ~5 min and ~3 GiB of disk
-# on a 2-core VM): MRQA_TIME (virtual seconds of the schedule, default 300 of
+# Scaling (the real load moves TBs; the defaults fit ~3 GiB of disk and ~5 min
+# per client on a 2-core VM): MRQA_CLIENTS ("vllm nixl-gds lmcache-fs"), MRQA_TIME (virtual seconds of the schedule, default 300 of
 # the benchmark's 1200), MRQA_CHUNK_BYTES (bytes per 256-token chunk file,
 # default 524288 = 1/72 of Qwen3-8B's 36 MiB), MRQA_USERS (15), MRQA_ROUNDS
 # (20), MRQA_LENGTHS ("1000 5000 10000 20000"), MRQA_CONCURRENCY (4),
@@ -32,6 +35,7 @@ command -v python3 >/dev/null || die "python3 is needed for the report"
 WORK=${WORK:-/var/tmp/kvfs-mrqa}
 OUT=${OUT:-$here/bench/results}
 LENGTHS=${MRQA_LENGTHS:-"1000 5000 10000 20000"}
+CLIENTS=${MRQA_CLIENTS:-"vllm nixl-gds lmcache-fs"}
 USERS=${MRQA_USERS:-15}
 ROUNDS=${MRQA_ROUNDS:-20}
 VTIME=${MRQA_TIME:-300}
@@ -61,30 +65,32 @@ mount -t tmpfs -o "size=$TMPFS_SIZE" kvfs-mrqa-tmpfs "$TMPFS"
 
 common=(--users "$USERS" --rounds "$ROUNDS" --time "$VTIME" --chunk-bytes "$CHUNK"
   --concurrency "$CONC")
-for L in $LENGTHS; do
-  # direct: the local-disk directory itself
-  rm -rf "$DIRECT" && mkdir -p "$DIRECT"
-  log "L=$L direct"
-  "$BENCH" mrqa "$DIRECT" --context-tokens "$L" "${common[@]}" --label direct >>"$RAW"
-  rm -rf "$DIRECT"
-  # tmpfs
-  rm -rf "${TMPFS:?}"/*
-  log "L=$L tmpfs"
-  "$BENCH" mrqa "$TMPFS" --context-tokens "$L" "${common[@]}" --label tmpfs >>"$RAW"
-  rm -rf "${TMPFS:?}"/*
-  # kvfs, small and large RAM tier, each on a fresh backing dir and index
-  for setup in "kvfs-small:$SMALL_RAM" "kvfs-large:$LARGE_RAM"; do
-    name=${setup%%:*} ram=${setup#*:}
-    mount_fresh "$ram" "capacity=$CAPACITY"
-    pid=$(kvfs_pid)
-    log "L=$L $name (ram_size=$ram, pid $pid)"
-    line=$("$BENCH" mrqa "$KMNT" --context-tokens "$L" "${common[@]}" --label "$name" \
-      --backing-dir "$BACKING")
-    hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$pid/status")
-    umount_kvfs
-    # files on the backing dir once the daemon has exited (all of them are kvfs's)
-    bfiles=$(find "$BACKING" -type f | wc -l)
-    echo "${line%\}},\"ram_size\":\"$ram\",\"daemon_vmhwm_bytes\":$hwm,\"backing_files_final\":$bfiles}" >>"$RAW"
+for client in $CLIENTS; do
+  for L in $LENGTHS; do
+    opts=(--client "$client" --context-tokens "$L" "${common[@]}")
+    # direct: the local-disk directory itself
+    rm -rf "$DIRECT" && mkdir -p "$DIRECT"
+    log "$client L=$L direct"
+    "$BENCH" mrqa "$DIRECT" "${opts[@]}" --label direct >>"$RAW"
+    rm -rf "$DIRECT"
+    # tmpfs
+    rm -rf "${TMPFS:?}"/*
+    log "$client L=$L tmpfs"
+    "$BENCH" mrqa "$TMPFS" "${opts[@]}" --label tmpfs >>"$RAW"
+    rm -rf "${TMPFS:?}"/*
+    # kvfs, small and large RAM tier, each on a fresh backing dir and index
+    for setup in "kvfs-small:$SMALL_RAM" "kvfs-large:$LARGE_RAM"; do
+      name=${setup%%:*} ram=${setup#*:}
+      mount_fresh "$ram" "capacity=$CAPACITY"
+      pid=$(kvfs_pid)
+      log "$client L=$L $name (ram_size=$ram, pid $pid)"
+      line=$("$BENCH" mrqa "$KMNT" "${opts[@]}" --label "$name" --backing-dir "$BACKING")
+      hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$pid/status")
+      umount_kvfs
+      # files on the backing dir once the daemon has exited (all of them are kvfs's)
+      bfiles=$(find "$BACKING" -type f | wc -l)
+      echo "${line%\}},\"ram_size\":\"$ram\",\"daemon_vmhwm_bytes\":$hwm,\"backing_files_final\":$bfiles}" >>"$RAW"
+    done
   done
 done
 umount "$TMPFS"
@@ -93,12 +99,16 @@ elapsed=$((SECONDS - start))
 [[ ${REPORT_ONLY:-0} == 1 ]] && elapsed=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['meta']['elapsed_s'])" "$OUT/mrqa.json" 2>/dev/null || echo 0)
 
 # ---------------------------------------------------------------- report
-python3 - "$RAW" "$OUT" "$elapsed" "$CHUNK" "$VTIME" "$USERS" "$ROUNDS" <<'EOF'
+python3 - "$RAW" "$OUT" "$elapsed" "$CHUNK" "$VTIME" "$USERS" "$ROUNDS" "$CONC" <<'EOF'
 import json, sys, datetime, os
-raw, out, elapsed, chunk, vtime, users, rounds = sys.argv[1:8]
+raw, out, elapsed, chunk, vtime, users, rounds, conc = sys.argv[1:9]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
+for r in rows:  # lines from before --client are vLLM's pattern
+    r.setdefault("client", "vllm")
 setups = ["direct", "tmpfs", "kvfs-small", "kvfs-large"]
-by = {(r["label"], r["context_tokens"]): r for r in rows}
+order = ["vllm", "nixl-gds", "lmcache-fs"]
+clients = sorted({r["client"] for r in rows}, key=lambda c: (order + [c]).index(c))
+by = {(r["client"], r["label"], r["context_tokens"]): r for r in rows}
 lengths = sorted({r["context_tokens"] for r in rows})
 scale = 37748736 / int(chunk)
 def created(r):  # files + directories the setup created on the backing filesystem
@@ -106,23 +116,27 @@ def created(r):  # files + directories the setup created on the backing filesyst
         return r.get("backing_files_final", r.get("backing_files_total", 0))
     return r["files_created"] + r["dirs_created"]
 summary = []
-for L in lengths:
-    d, t = by.get(("direct", L)), by.get(("tmpfs", L))
-    for k in ("kvfs-small", "kvfs-large"):
-        r = by.get((k, L))
-        if not r: continue
-        summary.append({
-            "context_tokens": L, "setup": k, "ram_size": r.get("ram_size"),
-            "gbps": r["gbps"],
-            "vs_direct": r["gbps"] / d["gbps"] if d and d["gbps"] else None,
-            "vs_tmpfs": r["gbps"] / t["gbps"] if t and t["gbps"] else None,
-            "backing_files": created(r),
-            "direct_files_and_dirs": created(d) if d else None,
-            "fewer_files_x": created(d) / created(r) if d and created(r) else None,
-        })
-meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%MZ"), "cpus": os.cpu_count(),
-        "elapsed_s": int(elapsed), "chunk_bytes": int(chunk), "chunk_scale": f"1/{scale:g}",
-        "virtual_time_s": float(vtime), "users": int(users), "rounds": int(rounds),
+for c in clients:
+    for L in lengths:
+        d, t = by.get((c, "direct", L)), by.get((c, "tmpfs", L))
+        for k in ("kvfs-small", "kvfs-large"):
+            r = by.get((c, k, L))
+            if not r: continue
+            summary.append({
+                "client": c, "context_tokens": L, "setup": k, "ram_size": r.get("ram_size"),
+                "gbps": r["gbps"],
+                "vs_direct": r["gbps"] / d["gbps"] if d and d["gbps"] else None,
+                "vs_tmpfs": r["gbps"] / t["gbps"] if t and t["gbps"] else None,
+                "backing_files": created(r),
+                "direct_files_and_dirs": created(d) if d else None,
+                "fewer_files_x": created(d) / created(r) if d and created(r) else None,
+            })
+loads = [r["loadavg_1m_end"] for r in rows if "loadavg_1m_end" in r]
+meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        "cpus": os.cpu_count(), "elapsed_s": int(elapsed), "chunk_bytes": int(chunk),
+        "chunk_scale": f"1/{scale:g}", "virtual_time_s": float(vtime), "users": int(users),
+        "rounds": int(rounds), "concurrency": int(conc), "clients": clients,
+        "loadavg_1m": [min(loads), max(loads)] if loads else None,
         "note": "time-compressed replay: schedule of multi-round-qa.py (--qps 2 "
                 "--shared-system-prompt 1000 --answer-len 100) over the first "
                 f"{vtime} s, 256-token chunks of {chunk} bytes (Qwen3-8B: 37748736)"}
@@ -133,55 +147,81 @@ md = [f"## Multi-round QA replay ({meta['date']}, {meta['cpus']} CPUs, {elapsed}
       f"Scaling: users {users}, rounds {rounds}, first {vtime} s of the 1200 s schedule, "
       f"chunk files of {int(chunk)} B (1/{scale:g} of Qwen3-8B's 36 MiB; read the RAM tiers "
       f"as {scale:g}x larger at full size). Time-compressed: requests in schedule order, "
-      "at most 4 at once, 32 read / 16 write threads. GB/s = (bytes loaded + stored) / I/O time.", "",
-      "| L (tokens) | setup | GB/s | chunk ops/s | store p50/p99 ms | load p50/p99 ms | hit ratio "
-      "| GB read / written | RAM / backing hits | files+dirs created on the backing fs |",
-      "|---|---|---|---|---|---|---|---|---|---|"]
-for L in lengths:
-    for s in setups:
-        r = by.get((s, L))
-        if not r: continue
-        tiers = (f"{r['kvfs_hits_ram']} / {r['kvfs_hits_backing']}" if r.get("is_kvfs") else "-")
-        made = (f"{created(r)} files ({r.get('kvfs_backing_segments', '?')} segments)"
-                if s.startswith("kvfs") else f"{r['files_created']} files + {r['dirs_created']} dirs")
-        md.append(f"| {L} | {s} | {r['gbps']:.3f} | {r['chunk_ops_s']:.0f} | "
-                  f"{r['store_p50_ms']:.1f} / {r['store_p99_ms']:.1f} | "
-                  f"{r['load_p50_ms']:.1f} / {r['load_p99_ms']:.1f} | {r['hit_ratio']:.3f} | "
-                  f"{r['bytes_read']/1e9:.1f} / {r['bytes_written']/1e9:.2f} | {tiers} | {made} |")
-md += ["", "| L | kvfs setup | kvfs/direct | kvfs/tmpfs | fewer backing files than direct "
-       "| target (>= 1.0x direct, >= 20x fewer files) | daemon VmHWM MiB |",
-       "|---|---|---|---|---|---|---|"]
+      f"at most {conc} at once, 32 read / 16 write threads. GB/s = (bytes loaded + stored) / "
+      "I/O time. Clients (kvfs-bench mrqa --client): vllm = vLLM fs tier (access, O_DIRECT "
+      "one-read loads, nested dirs); nixl-gds = LMCache MP server + NIXL GDS (stat, "
+      "O_DIRECT tmp + rename, 3 extents in parallel); lmcache-fs = LMCache FSConnector "
+      "(stat, buffered 28 B header + payload, fixed tmp + rename)." +
+      (f" 1-min load average at the end of each run: {min(loads):.1f}-{max(loads):.1f} "
+       f"(on {meta['cpus']} CPUs; above that, other work shared the machine)." if loads else ""),
+      "",
+      "| client | L (tokens) | setup | GB/s | chunk ops/s | store p50/p99 ms | load p50/p99 ms "
+      "| hit ratio | GB read / written | RAM / backing hits | files+dirs created on the backing fs |",
+      "|---|---|---|---|---|---|---|---|---|---|---|"]
+for c in clients:
+    for L in lengths:
+        for s in setups:
+            r = by.get((c, s, L))
+            if not r: continue
+            tiers = (f"{r['kvfs_hits_ram']} / {r['kvfs_hits_backing']}" if r.get("is_kvfs")
+                     else "-")
+            made = (f"{created(r)} files ({r.get('kvfs_backing_segments', '?')} segments)"
+                    if s.startswith("kvfs")
+                    else f"{r['files_created']} files + {r['dirs_created']} dirs")
+            md.append(f"| {c} | {L} | {s} | {r['gbps']:.3f} | {r['chunk_ops_s']:.0f} | "
+                      f"{r['store_p50_ms']:.1f} / {r['store_p99_ms']:.1f} | "
+                      f"{r['load_p50_ms']:.1f} / {r['load_p99_ms']:.1f} | {r['hit_ratio']:.3f} | "
+                      f"{r['bytes_read']/1e9:.1f} / {r['bytes_written']/1e9:.2f} | {tiers} | "
+                      f"{made} |")
+md += ["", "| client | L | kvfs setup | kvfs/direct | kvfs/tmpfs | fewer backing files than "
+       "direct | target (>= 1.0x direct, >= 20x fewer files) | daemon VmHWM MiB |",
+       "|---|---|---|---|---|---|---|---|"]
 for s in summary:
     ok = (s["vs_direct"] or 0) >= 1.0 and (s["fewer_files_x"] or 0) >= 20
-    hwm = by[(s["setup"], s["context_tokens"])].get("daemon_vmhwm_bytes", 0) / 2**20
-    md.append(f"| {s['context_tokens']} | {s['setup']} ({s['ram_size']}) | {f(s['vs_direct'])} | "
-              f"{f(s['vs_tmpfs'])} | {f(s['fewer_files_x'], 0)}x | {'yes' if ok else '**NO**'} | "
-              f"{hwm:.0f} |")
-md += ["", "![MRQA throughput vs context length](mrqa.png)", ""]
+    hwm = by[(s["client"], s["setup"], s["context_tokens"])].get("daemon_vmhwm_bytes", 0) / 2**20
+    md.append(f"| {s['client']} | {s['context_tokens']} | {s['setup']} ({s['ram_size']}) | "
+              f"{f(s['vs_direct'])} | {f(s['vs_tmpfs'])} | {f(s['fewer_files_x'], 0)}x | "
+              f"{'yes' if ok else '**NO**'} | {hwm:.0f} |")
+md += ["", "![MRQA throughput vs context length, one panel per client](mrqa.png)", ""]
 open(f"{out}/mrqa.md", "w").write("\n".join(md))
+# One gnuplot data block per client (plotted with `index`); the header names
+# them and the common y maximum, so that the panels compare at a glance.
+ymax = max([r["gbps"] for r in rows] + [0.001])
 with open(f"{out}/mrqa.dat", "w") as dat:
-    dat.write("# L " + " ".join(setups) + "\n")
-    for L in lengths:
-        dat.write(f"{L} " + " ".join(f(by[(s, L)]["gbps"], 3) if (s, L) in by else "?"
-                                     for s in setups) + "\n")
+    dat.write(f"# clients: {' '.join(clients)} ymax: {ymax * 1.1:.3f}\n")
+    for c in clients:
+        dat.write(f"# {c}: L " + " ".join(setups) + "\n")
+        for L in lengths:
+            dat.write(f"{L} " + " ".join(f(by[(c, s, L)]["gbps"], 3) if (c, s, L) in by else "?"
+                                         for s in setups) + "\n")
+        dat.write("\n\n")
 print("\n".join(md))
 EOF
 
 if command -v gnuplot >/dev/null; then
+  read -r _ _ plot_clients <<<"$(head -1 "$OUT/mrqa.dat" | sed 's/ ymax:.*//')"
+  ymax=$(head -1 "$OUT/mrqa.dat" | sed 's/.* ymax: //')
+  n=$(wc -w <<<"$plot_clients")
   gnuplot <<EOF
-set terminal pngcairo size 900,540 font "DejaVu Sans,11" noenhanced
+set terminal pngcairo size $((420 * n + 180)),540 font "DejaVu Sans,11" noenhanced
 set output "$OUT/mrqa.png"
-set title "Multi-round QA replay: throughput vs context length (chunk $CHUNK B, ${VTIME}s of schedule)"
+set multiplot layout 1,$n title "Multi-round QA replay: throughput vs context length (chunk $CHUNK B, ${VTIME}s of schedule)"
 set xlabel "user context L (tokens)"
-set ylabel "GB/s (loaded + stored bytes / I/O time)"
-set key outside right top
+set xtics 5000
+set ylabel "GB/s (loaded + stored / I/O time)"
+set key top left font ",9"
 set grid
-set yrange [0:*]
+set yrange [0:$ymax]
 set datafile missing "?"
-plot "$OUT/mrqa.dat" using 1:2 with linespoints lw 2 title "direct (local disk)", \
-     "" using 1:3 with linespoints lw 2 title "tmpfs", \
-     "" using 1:4 with linespoints lw 2 title "kvfs ram_size=$SMALL_RAM", \
-     "" using 1:5 with linespoints lw 2 title "kvfs ram_size=$LARGE_RAM"
+clients = "$plot_clients"
+do for [i=1:words(clients)] {
+  set title "client: ".word(clients, i)
+  plot "$OUT/mrqa.dat" index (i-1) using 1:2 with linespoints lw 2 title "direct (local disk)", \
+       "" index (i-1) using 1:3 with linespoints lw 2 title "tmpfs", \
+       "" index (i-1) using 1:4 with linespoints lw 2 title "kvfs ram_size=$SMALL_RAM", \
+       "" index (i-1) using 1:5 with linespoints lw 2 title "kvfs ram_size=$LARGE_RAM"
+}
+unset multiplot
 EOF
   log "chart: $OUT/mrqa.png"
 else
