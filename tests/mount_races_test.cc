@@ -504,6 +504,8 @@ TEST(Races, SameKeysFromTwoInstancesAtOnce) {
 // writer stores three times the capacity while readers load random files.
 // Every load that opens a file reads it completely and correctly; the only
 // failure a reader may see is ENOENT (the file was evicted before its open).
+// With no grace a tmp file may be evicted between its close and its rename
+// (kvfs(8), evict_grace): the store is lost, its rename fails with ENOENT.
 
 TEST(Races, ReadersRacingEviction) {
   KvfsMount m;
@@ -515,7 +517,7 @@ TEST(Races, ReadersRacingEviction) {
   Failures fails;
   std::atomic<int> written{0};
   std::atomic<bool> done{false};
-  std::atomic<uint64_t> complete{0}, enoent{0}, write_enospc{0};
+  std::atomic<uint64_t> complete{0}, enoent{0}, write_enospc{0}, lost_stores{0};
   auto name = [&](int f) { return m.path("chunks/" + std::to_string(f) + ".bin"); };
   ASSERT_EQ(::mkdir(m.path("chunks").c_str(), 0755), 0);
   std::thread writer([&] {
@@ -523,7 +525,9 @@ TEST(Races, ReadersRacingEviction) {
     for (int f = 0; f < kFiles; ++f) {
       make_content(buf.data, kSize, 100000 + f);
       std::string e = store_via_tmp(name(f), name(f) + "_w.tmp", buf.data, kSize, f % 2 == 0);
-      if (!e.empty()) {
+      if (e == "rename: " + errstr(ENOENT)) {
+        ++lost_stores;
+      } else if (!e.empty()) {
         if (e.find("ENOSPC") != std::string::npos) ++write_enospc;
         fails.add("writer: " + e);
         ::unlink((name(f) + "_w.tmp").c_str());
@@ -583,9 +587,12 @@ TEST(Races, ReadersRacingEviction) {
   }
   EXPECT_GT(present, 0);
   EXPECT_LT(present, kFiles);
-  std::printf("complete loads %lu, ENOENT %lu, evicted %lu, %d of %d files left\n",
+  // The newest files are the last the LRU takes: a lost store is the
+  // exception (a slow writer under a sanitizer), not the rule.
+  EXPECT_LE(lost_stores.load(), uint64_t(kFiles / 8));
+  std::printf("complete loads %lu, ENOENT %lu, evicted %lu, %d of %d files left, %lu stores lost\n",
               (unsigned long)complete.load(), (unsigned long)enoent.load(), (unsigned long)evicted,
-              present, kFiles);
+              present, kFiles, (unsigned long)lost_stores.load());
   EXPECT_EQ(daemon_healthy(m), "");
 }
 
