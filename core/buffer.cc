@@ -37,17 +37,19 @@ Pool& pool() {
   return *p;
 }
 
-void release_memory(char* d, size_t cap) {
+// Returns whether the pool kept the buffer (false: it went to the system).
+bool release_memory(char* d, size_t cap) {
   Pool& p = pool();
   {
     std::lock_guard g(p.mu);
     if (p.free_bytes + cap <= std::min(p.max_free, p.limit.load(std::memory_order_relaxed))) {
       p.free[class_index(cap)].push_back(d);
       p.free_bytes += cap;
-      return;
+      return true;
     }
   }
   std::free(d);
+  return false;
 }
 
 // Frees idle buffers, largest first, until at most `keep` bytes stay.
@@ -116,7 +118,10 @@ void BufferPool::prefill(size_t bytes, const std::atomic<bool>* stop) {
     char* d = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
     if (d == nullptr) return;
     std::memset(d, 0, kBlockSize);
-    release_memory(d, kBlockSize);
+    // Refused once the RAM tier's own use leaves no room under its budget
+    // (the limit): without this stop the loop allocated, zeroed and freed a
+    // block forever, one core busy for the life of the mount.
+    if (!release_memory(d, kBlockSize)) return;
   }
 }
 

@@ -223,7 +223,7 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
       if (!parse_name(n, &seed, &size)) continue;  // a tmp name: checked below anyway
       present.insert(n);
       std::string got;
-      ASSERT_TRUE(read_file(e.path(), &got)) << n;
+      ASSERT_TRUE(read_file(e.path(), &got)) << n << ": " << std::strerror(errno);
       ASSERT_EQ(got.size(), size) << n << " came back partial";
       ASSERT_TRUE(got == random_bytes(size, seed)) << n << " came back with other bytes";
       ++verified_files;
@@ -236,7 +236,7 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
       size_t size;
       ASSERT_TRUE(parse_name(n.substr(0, n.size() - 4), &seed, &size)) << n;
       std::string got;
-      ASSERT_TRUE(read_file(e.path(), &got));
+      ASSERT_TRUE(read_file(e.path(), &got)) << n << ": " << std::strerror(errno);
       const std::string want = random_bytes(size, seed);
       if (short_tmp.count(n)) {
         ASSERT_TRUE(got.size() <= size && got == want.substr(0, got.size()))

@@ -92,5 +92,22 @@ TEST(RamTier, ShrinkingCapacityEvicts) {
   EXPECT_LE(t.stats().clean_bytes, 4 * kBlockSize);
 }
 
+// The mount-time prefault fills the buffer pool up to the RAM tier's free
+// budget and stops there: a tier already full (the limit) ends it at once.
+// It used to loop forever once the pool refused its buffers.
+TEST(BufferPool, PrefillStopsAtTheRamTiersLimit) {
+  BufferPool::trim(0);
+  BufferPool::set_limit(2 * kBlockSize);
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { BufferPool::prefill(64 * kBlockSize, &stop); });
+  const bool returned = done.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  stop = true;  // lets a looping prefill end, so that the test can fail cleanly
+  done.wait();
+  EXPECT_TRUE(returned) << "prefill did not stop at the limit";
+  EXPECT_LE(BufferPool::free_bytes(), 2 * kBlockSize);
+  BufferPool::set_limit(SIZE_MAX);
+  BufferPool::trim(0);
+}
+
 }  // namespace
 }  // namespace kvfs
