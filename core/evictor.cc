@@ -439,8 +439,10 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
           InodeRef in = st.ns_->get(e.snap.ino);
           if (!in) continue;
           std::shared_lock ns(st.ns_->mu());
-          if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
+          // committed is written under the shared lock plus mu (the
+          // flusher): read it under both.
           std::lock_guard g(in->mu);
+          if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
           ++in->version;
           waits.push_back({in, in->version});
           st.flusher_->enqueue_ungated_locked(in);
