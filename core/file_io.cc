@@ -211,6 +211,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
         p.valid = s.len;
         if (s.buf) {
           p.ref = s.buf;
+          in.blocks[b].lent = true;
         } else if (s.ext.valid()) {
           p.ref = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
           if (!p.ref) p.miss = s.ext;
@@ -290,7 +291,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
       if (idx >= in->blocks.size()) in->blocks.resize(idx + 1);
       BlockSlot& s = in->blocks[idx];
       const uint32_t new_len = std::max(s.len, bo + n);
-      if (s.buf && s.buf.use_count() == 1 && s.buf->capacity() >= align_up(new_len)) {
+      if (s.buf && !s.lent && s.buf.use_count() == 1 && s.buf->capacity() >= align_up(new_len)) {
         if (bo > s.len) std::memset(s.buf->data() + s.len, 0, bo - s.len);
         std::memcpy(s.buf->data() + bo, data + pos, n);
       } else {
@@ -314,6 +315,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
           used = nb->capacity();
           freed = s.charge;
           s.buf = std::move(nb);
+          s.lent = false;
           s.charge = static_cast<uint32_t>(used);
         }
       }
@@ -360,7 +362,7 @@ Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
       BlockSlot& s = in.blocks[nblocks - 1];
       const uint32_t keep = static_cast<uint32_t>(size - (nblocks - 1) * kBlockSize);
       if (s.len > keep) {
-        if (s.buf && s.buf.use_count() == 1) {
+        if (s.buf && !s.lent && s.buf.use_count() == 1) {
           std::memset(s.buf->data() + keep, 0, s.len - keep);
         } else {
           // A shorter copy of a written block: its extent's hash covers the

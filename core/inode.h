@@ -37,6 +37,9 @@ struct BlockSlot {
   uint32_t len = 0;     // valid bytes in this block; the rest reads as zeros
   uint32_t charge = 0;  // dirty bytes charged to the RamTier for buf
   Extent ext;           // latest copy written to a segment
+  // buf was handed to a reader: never written in place again (the reply
+  // may still be reading it after the reader's reference looks gone).
+  bool lent = false;
 };
 
 class Inode;
