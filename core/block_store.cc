@@ -29,7 +29,9 @@ BlockStore::~BlockStore() {
 Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   KVFS_RETURN_IF_ERROR(cfg.validate());
   std::unique_ptr<BlockStore> s(new BlockStore(cfg));
-  auto segs = SegmentStore::Open(cfg);
+  // As many backing calls in flight as FUSE workers can wait on.
+  s->io_ = std::make_unique<BackingIo>(cfg.io_timeout_s, 16);
+  auto segs = SegmentStore::Open(cfg, s->io_.get());
   if (!segs.ok()) return segs.status();
   s->segs_ = std::move(*segs);
   if (s->cfg_.index_dir.empty()) s->cfg_.index_dir = default_index_dir(s->segs_->backing_id());
@@ -55,6 +57,8 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
   KVFS_RETURN_IF_ERROR(s->load());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
+  BackingIo* io = s->io_.get();
+  s->ram_->set_give_up([io](auto since) { return io->gave_up(since); });
   // Freed block buffers are kept for reuse (fresh memory is slow to fault in
   // in VMs). A buffer is only allocated when none is free, so the pool never
   // holds more than the RAM tier once used: memory stays under ram_size.
@@ -578,6 +582,21 @@ Status BlockStore::set_evict_grace(double seconds) {
     return Status::Invalid("evict_grace out of range");
   evictor_->set_grace_s(seconds);
   return Status::OK();
+}
+
+Status BlockStore::set_io_timeout(double seconds) {
+  KVFS_RETURN_IF_ERROR(check_io_timeout(seconds));
+  io_->set_timeout(seconds);
+  spdlog::info("io_timeout set to {} s", seconds);
+  return Status::OK();
+}
+
+double BlockStore::io_timeout() const {
+  return io_->timeout();
+}
+
+BackingIoStats BlockStore::backing_io_stats() const {
+  return io_->stats();
 }
 
 double BlockStore::evict_grace() const {

@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/backing_io.h"
 #include "core/config.h"
 #include "core/evictor.h"
 #include "core/inode.h"
@@ -184,6 +185,9 @@ class BlockStore : public Journal {
   Status set_ram_size(uint64_t bytes);
   Status set_evict_grace(double seconds);
   double evict_grace() const;
+  Status set_io_timeout(double seconds);
+  double io_timeout() const;
+  BackingIoStats backing_io_stats() const;
   uint64_t capacity() const;
   // Told (parent, name, ino) after the evictor removed a name, so that the
   // kernel's caches can be invalidated. Called with no lock held.
@@ -217,6 +221,7 @@ class BlockStore : public Journal {
   bool rebuilt_ = false;
   bool caught_up_ = false;  // the mount's catch-up applied entries
   CatchUpStats catch_up_;
+  std::unique_ptr<BackingIo> io_;  // first made, last destroyed: the parts use it
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;

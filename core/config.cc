@@ -31,6 +31,12 @@ Status check_capacity(uint64_t bytes, uint64_t segment_size) {
   return Status::OK();
 }
 
+Status check_io_timeout(double seconds) {
+  if (!(seconds >= 0.1 && seconds <= 86400))
+    return Status::Invalid("io_timeout must be between 0.1 and 86400 seconds");
+  return Status::OK();
+}
+
 Status StoreConfig::validate() const {
   if (backing_dir.empty()) return Status::Invalid("backing directory not given");
   KVFS_RETURN_IF_ERROR(check_ram_size(ram_size));
@@ -43,6 +49,7 @@ Status StoreConfig::validate() const {
     return Status::Invalid("flush_threads must be between 1 and 64");
   if (flush_batch_bytes < (1ull << 20)) return Status::Invalid("flush batch must be at least 1M");
   if (max_file_size < (1ull << 20)) return Status::Invalid("max_file_size must be at least 1M");
+  KVFS_RETURN_IF_ERROR(check_io_timeout(io_timeout_s));
   for (char c : node_id)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
       return Status::Invalid("node_id may hold only letters, digits, '-' and '_'");

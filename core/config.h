@@ -54,6 +54,11 @@ struct StoreConfig {
   // and is still flushing to release it (a remount right after umount).
   double lock_wait_s = 600;
 
+  // No client call waits longer than this for the backing dir (NFS servers
+  // stall): a read that needs it fails with EIO, a writer waiting for the
+  // flushers with EIO, and the stall is logged and shown in the stats.
+  double io_timeout_s = 30;
+
   // Read-only mount: every change fails with EROFS, nothing is flushed.
   bool read_only = false;
 
@@ -95,6 +100,7 @@ struct StoreConfig {
 // Rules shared by validate() and the runtime setters (kvfs-admin config).
 Status check_ram_size(uint64_t bytes);
 Status check_capacity(uint64_t bytes, uint64_t segment_size);
+Status check_io_timeout(double seconds);
 uint64_t machine_memory();  // physical memory in bytes (0 if unknown)
 
 std::optional<uint64_t> parse_size(const std::string& s);

@@ -513,6 +513,8 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
   auto ratio = [](const SegmentInfo& s) { return double(s.live) / double(s.bytes); };
   std::sort(v.begin(), v.end(), [&](auto& a, auto& b) { return ratio(a) < ratio(b); });
   for (auto& s : v) {
+    // Reclaiming reads and deletes segment files: not while they hang.
+    if (st.io_->stalled()) break;
     const uint64_t used = st.segs_->used_bytes();
     if (used <= target_used) break;
     const bool sparse = s.live == 0 || ratio(s) <= st.cfg_.reclaim_ratio;

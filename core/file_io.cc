@@ -151,7 +151,7 @@ void BlockStore::free_data_locked(Inode& in) {
 
 Status BlockStore::read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out) {
   BufRef b = BufferPool::allocate(align_up(ext.len));
-  Status st = segs_->read_extent(ext, b->data());
+  Status st = segs_->read_extent(ext, b);
   backing_reads_.fetch_add(1, std::memory_order_relaxed);
   if (!st.ok()) {
     (st.code() == Status::Code::kCorruption ? checksum_errors_ : io_errors_).fetch_add(1);
@@ -264,6 +264,10 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
     return Status::NoSpace("backing dir full: nothing can be evicted");
   if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
     return Status::FileTooBig("write past the maximum file size");
+  // A file larger than the cap could never be flushed: it would sit dirty in
+  // RAM, reported written, and be lost at unmount. Refuse it up front.
+  if (const uint64_t cap = evictor_->capacity(); off > cap || size > cap - off)
+    return Status::FileTooBig("file would be larger than the capacity (" + format_size(cap) + ")");
   InodeRef& in = f->in;
   size_t pos = 0;
   while (pos < size) {
@@ -403,11 +407,21 @@ Status BlockStore::fsync(uint64_t ino) {
   in->flush_error = Status::OK();
   ++in->fsync_waiters;
   flusher_->enqueue_locked(in, true);
-  flusher_->wait_durable(l, [&] {
+  auto done = [&] {
     return in->durable_version >= target || !in->linked.load() || !in->flush_error.ok();
-  });
+  };
+  // Bounded: a flusher stuck on a stalled backing dir makes this an EIO
+  // after io_timeout (the data stays dirty and is flushed once it answers).
+  const auto since = std::chrono::steady_clock::now();
+  bool gave_up = false;
+  while (!done() && !(gave_up = io_->gave_up(since)))
+    flusher_->wait_durable_for(l, std::chrono::milliseconds(100));
   --in->fsync_waiters;
   if (in->durable_version >= target || !in->linked.load()) return Status::OK();
+  if (gave_up) {
+    io_->count_timeout();
+    return Status::TimedOut("fsync: the backing dir is stalled");
+  }
   return in->flush_error;
 }
 

@@ -62,6 +62,15 @@ Status Flusher::stop() {
     queue_.clear();
   }
   q_cv_.notify_all();
+  if (st.code() == Status::Code::kTimedOut) {
+    // A worker stuck in a backing call can be neither joined nor destroyed
+    // (its segment's close would block too): the threads are left to the
+    // process exit, which the caller does next (fs/main.cc).
+    for (auto& w : workers_) w->thread.detach();
+    for (auto& w : workers_) (void)w.release();
+    workers_.clear();
+    return st;
+  }
   for (auto& w : workers_) w->thread.join();
   workers_.clear();
   return st;

@@ -115,6 +115,9 @@ void Flusher::wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::mil
 }
 
 Status Flusher::flush_all(bool include_open) {
+  // Bounded like every client wait: TimedOut once the backing dir has been
+  // stalled for io_timeout (what is dirty stays queued).
+  const auto since = std::chrono::steady_clock::now();
   Status result;
   std::vector<InodeRef> failed;
   for (int round = 0; round < 3; ++round) {
@@ -143,11 +146,18 @@ Status Flusher::flush_all(bool include_open) {
       std::unique_lock l(q_mu_);
       any |= !meta_.empty();
       q_cv_.notify_all();
-      idle_cv_.wait(l, [&] {
+      auto idle = [&] {
         return (queue_.empty() && ungated_.empty() && meta_.empty() && active_ == 0) ||
                !retry_.empty() || stopping_;
-      });
+      };
+      bool gave_up = false;
+      while (!idle() && !(gave_up = store_->io_->gave_up(since)))
+        idle_cv_.wait_for(l, std::chrono::milliseconds(100));
       force_all_ = sync_all_ = false;
+      if (gave_up) {
+        store_->io_->count_timeout();
+        return Status::TimedOut("flush: the backing dir is stalled");
+      }
       failed.assign(retry_.begin(), retry_.end());
     }
     if (!failed.empty()) {

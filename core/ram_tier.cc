@@ -138,6 +138,7 @@ void RamTier::evict_locked(uint64_t extra) {
 Status RamTier::reserve_dirty(uint64_t bytes) {
   std::unique_lock l(budget_mu_);
   bool counted = false;
+  const auto since = std::chrono::steady_clock::now();
   for (;;) {
     evict_locked(bytes);
     const uint64_t cap = capacity_.load();
@@ -147,6 +148,8 @@ Status RamTier::reserve_dirty(uint64_t bytes) {
       return Status::OK();
     }
     if (!flush_error_.ok()) return flush_error_;
+    if (give_up_ && give_up_(since))
+      return Status::TimedOut("no room for dirty data: the flushers wait on a stalled backing dir");
     if (!counted) {
       waits_.fetch_add(1, std::memory_order_relaxed);
       counted = true;
@@ -191,6 +194,11 @@ void RamTier::clean_dirty(const ExtentKey& key, ConstBufRef buf, uint64_t dirty)
 void RamTier::set_pressure_callback(std::function<void()> cb) {
   std::lock_guard l(budget_mu_);
   pressure_cb_ = std::move(cb);
+}
+
+void RamTier::set_give_up(GiveUpFn fn) {
+  std::lock_guard l(budget_mu_);
+  give_up_ = std::move(fn);
 }
 
 void RamTier::set_flush_error(Status s) {

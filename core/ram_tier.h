@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -79,8 +80,9 @@ class RamTier {
 
   // Dirty budget. reserve_dirty blocks while clean+dirty+bytes would pass the
   // capacity and there is dirty data that flushing will turn clean.
-  // Fails only when flushing itself is failing (set_flush_error) while the
-  // writer waits: then the writer gets that error instead of hanging.
+  // Fails when flushing itself is failing (set_flush_error) while the
+  // writer waits: then the writer gets that error instead of hanging; and
+  // with TimedOut once the give-up rule (set_give_up) says so.
   Status reserve_dirty(uint64_t bytes);
   void release_dirty(uint64_t bytes);
   // Charges dirty bytes without waiting, for the rare change made while an
@@ -93,6 +95,10 @@ class RamTier {
   // Called (no lock held) when a writer has to wait: flushers should also
   // write out blocks of files that are still open.
   void set_pressure_callback(std::function<void()> cb);
+  // Asked, while a writer waits, with the time it began waiting: true ends
+  // the wait (the flushers are stuck on a stalled backing dir). Set before use.
+  using GiveUpFn = std::function<bool(std::chrono::steady_clock::time_point)>;
+  void set_give_up(GiveUpFn fn);
   bool under_pressure() const { return waiters_.load(std::memory_order_relaxed) > 0; }
 
   // Flushers report whether they can make progress; while they cannot,
@@ -123,6 +129,7 @@ class RamTier {
   std::atomic<uint64_t> dirty_bytes_{0};  // written under budget_mu_
   std::atomic<int> waiters_{0};
   std::function<void()> pressure_cb_;  // set before use
+  GiveUpFn give_up_;                   // set before use
   unsigned evict_cursor_ = 0;          // guarded by budget_mu_
   Status flush_error_;                 // guarded by budget_mu_
 

@@ -141,8 +141,9 @@ Status take_lock(int fd, const StoreConfig& cfg) {
 
 }  // namespace
 
-Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg) {
+Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg, BackingIo* io) {
   std::unique_ptr<SegmentStore> s(new SegmentStore);
+  s->io_ = io;
   struct stat st;
   if (::stat(cfg.backing_dir.c_str(), &st) != 0)
     return Status::FromErrno(errno, "backing directory " + cfg.backing_dir);
@@ -203,8 +204,15 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg)
   return s;
 }
 
+SegmentStore::ReadFd::~ReadFd() {
+  if (fd >= 0) ::close(fd);
+}
+
+BackingIo::Op SegmentStore::track(std::string what) const {
+  return io_ ? io_->track(std::move(what)) : BackingIo::Op();
+}
+
 SegmentStore::~SegmentStore() {
-  for (auto& [id, fd] : read_fds_) ::close(fd);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
@@ -223,10 +231,16 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     path = seg_path(id);
     segs_[id] = SegmentInfo{id, 0, 0, true, path};
   }
+  auto op = track("create of segment " + path);
   int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0);
   int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) {
-    Status s = Status::FromErrno(errno, "create segment " + path);
+    // Out of room or not: a missing or unusable segment dir is an I/O error
+    // to the clients waiting on this flush, never ENOENT.
+    const int e = errno;
+    Status s = e == ENOSPC || e == EDQUOT
+                   ? Status::FromErrno(e, "create segment " + path)
+                   : Status::IOError("create segment " + path + ": " + std::strerror(e));
     std::unique_lock l(mu_);
     segs_.erase(id);
     return s;
@@ -245,28 +259,33 @@ void SegmentStore::note_size(uint64_t id, uint64_t bytes) {
     it->second.bytes = it->second.open ? std::max(it->second.bytes, bytes) : bytes;
 }
 
-Result<int> SegmentStore::read_fd(uint64_t id) {
+Result<std::shared_ptr<SegmentStore::ReadFd>> SegmentStore::read_fd(uint64_t id) {
+  std::string path;
   {
     std::shared_lock l(mu_);
     if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;
+    auto it = segs_.find(id);
+    if (it == segs_.end())
+      return Status::Corruption("segment " + std::to_string(id) + " is missing");
+    path = it->second.path;
   }
+  // Opened without the lock: an open on a stalled NFS server blocks.
+  auto f = std::make_shared<ReadFd>();
+  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0));
+  if (f->fd < 0) return Status::FromErrno(errno, "open segment " + path);
   std::unique_lock l(mu_);
-  if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;
-  auto it = segs_.find(id);
-  if (it == segs_.end()) return Status::Corruption("segment " + std::to_string(id) + " is missing");
-  int fd = ::open(it->second.path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0));
-  if (fd < 0) return Status::FromErrno(errno, "open segment " + it->second.path);
-  read_fds_[id] = fd;
-  return fd;
+  if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;  // raced: theirs
+  if (segs_.count(id)) read_fds_[id] = f;  // else deleted meanwhile: use it once
+  return f;
 }
 
-Status SegmentStore::read_extent(const Extent& ext, char* dst) {
-  auto fd = read_fd(ext.seg);
-  if (!fd.ok()) return fd.status();
+namespace {
+
+Status read_into(int fd, const Extent& ext, char* dst) {
   const size_t want = align_up(ext.len);
   size_t got = 0;
   while (got < ext.len) {
-    ssize_t r = ::pread(*fd, dst + got, want - got, static_cast<off_t>(ext.off + got));
+    ssize_t r = ::pread(fd, dst + got, want - got, static_cast<off_t>(ext.off + got));
     if (r < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "read segment " + std::to_string(ext.seg));
@@ -281,6 +300,22 @@ Status SegmentStore::read_extent(const Extent& ext, char* dst) {
     return Status::Corruption("checksum mismatch in segment " + std::to_string(ext.seg) +
                               " at offset " + std::to_string(ext.off));
   return Status::OK();
+}
+
+}  // namespace
+
+Status SegmentStore::read_extent(const Extent& ext, const BufRef& dst) {
+  if (!dst || dst->capacity() < align_up(ext.len))
+    return Status::Invalid("read buffer too small for extent");
+  // The call owns its buffer and descriptor: left behind by the deadline, it
+  // may finish later without touching memory or a file someone else reuses.
+  auto body = [this, ext, dst]() -> Status {
+    auto f = read_fd(ext.seg);
+    if (!f.ok()) return f.status();
+    return read_into((*f)->fd, ext, dst->data());
+  };
+  if (!io_) return body();
+  return io_->run("read of segment " + std::to_string(ext.seg), std::move(body));
 }
 
 uint64_t SegmentStore::prealloc_step() const {
@@ -335,14 +370,15 @@ Status SegmentStore::remove_segment(uint64_t id) {
     if (it == segs_.end()) return Status::OK();
     path = it->second.path;
     segs_.erase(it);
-    if (auto f = read_fds_.find(id); f != read_fds_.end()) {
-      ::close(f->second);
-      read_fds_.erase(f);
-    }
+    read_fds_.erase(id);  // closed by the last read still using it
   }
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return Status::FromErrno(errno, "unlink " + path);
-  return Status::OK();
+  auto body = [path]() -> Status {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return Status::FromErrno(errno, "unlink " + path);
+    return Status::OK();
+  };
+  if (!io_) return body();
+  return io_->run("unlink of " + path, std::move(body));
 }
 
 void SegmentStore::set_log_state(uint64_t id, uint64_t valid, const SegmentLogState& applied) {
@@ -383,6 +419,7 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
     if (it == segs_.end()) return Status::NotFound("segment " + std::to_string(id));
     path = it->second.path;
   }
+  auto op = track("scan of segment " + path);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
   struct stat st;
@@ -419,6 +456,7 @@ SegmentWriter::SegmentWriter(SegmentStore* store, uint64_t id, int fd)
 }
 
 SegmentWriter::~SegmentWriter() {
+  auto op = store_->track("close of segment " + std::to_string(id_));
   (void)reap(true);
   if (ring_) io_uring_queue_exit(ring_.get());
   // Give back the preallocated tail; a crash leaves zeros there, which a
@@ -434,6 +472,7 @@ SegmentWriter::~SegmentWriter() {
 
 Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
   if (!ring_) {
+    auto op = store_->track("write to segment " + std::to_string(id_));
     size_t done = 0;
     while (done < len) {
       ssize_t r = ::pwrite(fd_, data + done, len - done, static_cast<off_t>(off + done));
@@ -463,6 +502,8 @@ Status SegmentWriter::reap(bool all) {
   // waiting for its completion would never end.
   if (int r = io_uring_submit(ring_.get()); r < 0) return Status::FromErrno(-r, "io_uring submit");
   unsigned want = all ? inflight_ : std::min(inflight_, 1u);
+  if (want == 0) return Status::OK();
+  auto op = store_->track("write to segment " + std::to_string(id_));
   Status st;
   for (unsigned i = 0; i < want; ++i) {
     io_uring_cqe* cqe = nullptr;
@@ -520,6 +561,8 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
   std::memcpy(hp + kRecordHeaderSize, meta.data(), meta.size());
 
   const uint64_t start = off_;
+  // io_uring_submit may run a write inline (a FUSE or NFS backing blocks there).
+  auto op = store_->track("write to segment " + std::to_string(id_));
   Status st = preallocate(pos);
   if (st.ok()) st = submit(hp, head_len, start);
   for (size_t i = 0; st.ok() && i < blocks.size(); ++i) {
@@ -551,6 +594,7 @@ Status SegmentWriter::preallocate(uint64_t end) {
   if (end <= allocated_ || no_fallocate_) return Status::OK();
   const uint64_t step = store_->prealloc_step();
   const uint64_t want = align_up(end, step);
+  auto op = store_->track("fallocate of segment " + std::to_string(id_));
   if (::fallocate(fd_, 0, static_cast<off_t>(allocated_), static_cast<off_t>(want - allocated_)) !=
       0) {
     if (errno == ENOSPC) return Status::NoSpace("preallocating segment " + std::to_string(id_));
@@ -567,8 +611,16 @@ Status SegmentWriter::sync() {
   headers_.clear();
   pinned_.clear();
   if (st.ok() && !failed_.ok()) st = failed_;
-  if (st.ok() && ::fdatasync(fd_) != 0)
-    st = Status::FromErrno(errno, "fdatasync segment " + std::to_string(id_));
+  if (st.ok()) {
+    auto op = store_->track("fdatasync of segment " + std::to_string(id_));
+    if (::fdatasync(fd_) != 0)
+      st = Status::FromErrno(errno, "fdatasync segment " + std::to_string(id_));
+    // Removed under us (the backing dir wiped): the data is in a file no
+    // one can open again, so it is not durable.
+    struct stat sst;
+    if (st.ok() && ::fstat(fd_, &sst) == 0 && sst.st_nlink == 0)
+      st = Status::IOError("segment " + std::to_string(id_) + " was deleted from the backing dir");
+  }
   if (!st.ok()) failed_ = st;
   store_->note_size(id_, off_);
   if (st.ok()) {

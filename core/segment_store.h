@@ -8,8 +8,12 @@
 // id so that several nodes could later write side by side; nothing in the dir
 // is rewritten in place except by its single owner.
 //
+// Every backing call is marked in the BackingIo (when given one), and those a
+// client waits for (reads, segment deletes) run under its deadline.
+//
 // Thread-safe: read_extent() from any thread; each SegmentWriter is used by
-// one flusher thread at a time. Guarded members name their mutex.
+// one flusher thread at a time. Guarded members name their mutex; mu_ is
+// never held across a backing call (an NFS stall would stop every reader).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/backing_io.h"
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/index.h"
@@ -51,7 +56,9 @@ class SegmentStore {
  public:
   // Creates the layout on first use, takes the lock (Busy if another kvfs
   // holds it) and lists the existing segments.
-  static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg);
+  // io (optional; offline tools have none) bounds and marks backing calls.
+  static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg,
+                                                    BackingIo* io = nullptr);
   ~SegmentStore();
 
   const std::string& backing_id() const { return backing_id_; }
@@ -63,11 +70,15 @@ class SegmentStore {
   Result<std::unique_ptr<SegmentWriter>> new_writer();
 
   // Reads one block extent into dst (capacity >= align_up(ext.len)) and
-  // checks its hash: Corruption on a mismatch or a short segment.
-  Status read_extent(const Extent& ext, char* dst);
+  // checks its hash: Corruption on a mismatch or a short segment, TimedOut
+  // past io_timeout (the read goes on holding dst; dst's bytes are then
+  // undefined to the caller).
+  Status read_extent(const Extent& ext, const BufRef& dst);
 
   std::vector<SegmentInfo> list() const;
   bool has_segment(uint64_t id) const;
+  // Forgets the segment and unlinks its file (under the deadline: TimedOut
+  // leaves the unlink running; the segment is forgotten either way).
   Status remove_segment(uint64_t id);
 
   // Walks the records of one segment in order from offset `from` (a record
@@ -102,9 +113,17 @@ class SegmentStore {
 
  private:
   friend class SegmentWriter;
+  // A segment file open for reads. Shared with the reads using it, so that
+  // deleting the segment (or a read left behind by its deadline) never
+  // leaves a read on a closed, or reused, descriptor.
+  struct ReadFd {
+    int fd = -1;
+    ~ReadFd();
+  };
   SegmentStore() = default;
   std::string seg_path(uint64_t id) const;
-  Result<int> read_fd(uint64_t id);
+  BackingIo::Op track(std::string what) const;
+  Result<std::shared_ptr<ReadFd>> read_fd(uint64_t id);
   void note_size(uint64_t id, uint64_t bytes);
 
   std::string dir_;  // <backing>/segments
@@ -113,11 +132,12 @@ class SegmentStore {
   std::string backing_id_;
   bool direct_io_ = false;
   int lock_fd_ = -1;
+  BackingIo* io_ = nullptr;
 
   mutable std::shared_mutex mu_;
-  std::unordered_map<uint64_t, SegmentInfo> segs_;  // guarded by mu_
-  std::unordered_map<uint64_t, int> read_fds_;      // guarded by mu_
-  uint64_t next_id_ = 1;                            // guarded by mu_
+  std::unordered_map<uint64_t, SegmentInfo> segs_;                  // guarded by mu_
+  std::unordered_map<uint64_t, std::shared_ptr<ReadFd>> read_fds_;  // guarded by mu_
+  uint64_t next_id_ = 1;                                            // guarded by mu_
 };
 
 // Appends records to one segment. Writes are queued on an io_uring (plain

@@ -34,6 +34,7 @@ class [[nodiscard]] Status {
     kNotSupported,  // EOPNOTSUPP
     kReadOnly,      // EROFS
     kStale,         // ESTALE: the inode went since the kernel looked it up
+    kTimedOut,      // EIO: the backing dir did not answer within io_timeout
   };
 
   Status() = default;
@@ -57,6 +58,7 @@ class [[nodiscard]] Status {
   static Status NotSupported(std::string m = {}) { return {Code::kNotSupported, std::move(m)}; }
   static Status ReadOnly(std::string m = {}) { return {Code::kReadOnly, std::move(m)}; }
   static Status Stale(std::string m = {}) { return {Code::kStale, std::move(m)}; }
+  static Status TimedOut(std::string m = {}) { return {Code::kTimedOut, std::move(m)}; }
   // From a syscall's errno, for the few places core calls the OS directly.
   static Status FromErrno(int err, std::string m);
 

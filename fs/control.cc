@@ -39,6 +39,7 @@ json latency(const LatencyHistogram& h) {
 json stats_json(BlockStore& st, OpLatencies& lat) {
   StoreStats s = st.stats();
   EvictorStats e = st.evictor_stats();
+  const BackingIoStats b = st.backing_io_stats();
   const uint64_t ram_used = s.ram.clean_bytes + s.ram.dirty_bytes;
   return json{
       {"files", s.files},
@@ -60,7 +61,17 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"live_ratio", s.segment_bytes ? double(s.live_bytes) / double(s.segment_bytes) : 1.0},
         {"read_bytes", s.backing_read_bytes},
         {"reads", s.backing_reads},
-        {"written_bytes", s.flushed_bytes + e.reclaim_copied_bytes}}},
+        {"written_bytes", s.flushed_bytes + e.reclaim_copied_bytes},
+        // A stalled backing dir: some call into it has not returned within
+        // io_timeout (stalled_flag is the same as a number, for Prometheus).
+        {"stalled", b.stalled},
+        {"stalled_flag", b.stalled ? 1 : 0},
+        {"stalls", b.stalls},
+        {"stalled_seconds", b.stalled_seconds},
+        {"timeouts", b.timeouts},
+        {"calls_in_flight", b.in_flight},
+        {"oldest_call_seconds", b.oldest_s},
+        {"io_timeout", st.io_timeout()}}},
       // hits (1 MiB blocks) and misses (lookups) predate "cache" and count
       // different things; they stay for existing readers (bench/, tests).
       {"hits", {{"ram", s.ram_block_hits}, {"backing", s.backing_reads}}},
@@ -111,6 +122,7 @@ json config_json(BlockStore& st) {
   return json{{"ram_size", st.ram().capacity()},
               {"capacity", st.capacity()},
               {"evict_grace", st.evict_grace()},
+              {"io_timeout", st.io_timeout()},
               {"segment_size", c.segment_size},
               {"flush_threads", c.flush_threads},
               {"index_dir", c.index_dir},
@@ -145,6 +157,15 @@ Result<Change> check_setting(BlockStore& st, const std::string& key, const std::
     if (val.empty() || *end || !(d >= 0) || d > 365 * 86400.0)
       return Status::Invalid("evict_grace: '" + val + "' is not a number of seconds (0 to 1 year)");
     c.apply = [&st, d] { return st.set_evict_grace(d); };
+    return c;
+  }
+  if (key == "io_timeout") {
+    char* end = nullptr;
+    double d = std::strtod(val.c_str(), &end);
+    if (val.empty() || *end)
+      return Status::Invalid("io_timeout: '" + val + "' is not a number of seconds");
+    KVFS_RETURN_IF_ERROR(check_io_timeout(d));
+    c.apply = [&st, d] { return st.set_io_timeout(d); };
     return c;
   }
   if (key == "log_level") {

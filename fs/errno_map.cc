@@ -27,6 +27,7 @@ int to_errno(const Status& s) {
     case C::kNotSupported: return EOPNOTSUPP;
     case C::kReadOnly: return EROFS;
     case C::kStale: return ESTALE;
+    case C::kTimedOut: return EIO;
   }
   return EIO;
 }

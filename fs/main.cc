@@ -225,10 +225,11 @@ int serve(ParsedArgs& pa, bool background) {
     const StoreConfig& c = (*store)->config();
     spdlog::info(
         "mounted {} on {}: ram_size={} capacity={} segment_size={} index_dir={} node_id={} "
-        "threads={} flush_threads={} evict_grace={}s",
+        "threads={} flush_threads={} evict_grace={}s io_timeout={}s",
         c.backing_dir, pa.fs.mountpoint, format_size((*store)->ram().capacity()),
         format_size((*store)->capacity()), format_size(c.segment_size), c.index_dir,
-        (*store)->node_id(), pa.fs.threads, c.flush_threads, (*store)->evict_grace());
+        (*store)->node_id(), pa.fs.threads, c.flush_threads, (*store)->evict_grace(),
+        (*store)->io_timeout());
   }
   Notifier notifier(se);
   notifier.start();
@@ -272,6 +273,15 @@ int serve(ParsedArgs& pa, bool background) {
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   Status cs = (*store)->Close();
+  if (cs.code() == Status::Code::kTimedOut) {
+    // The backing dir is stalled: threads stuck in it can be neither joined
+    // nor freed under, so leave now. Close() named every file not flushed;
+    // what was committed is in the segments and the index.
+    spdlog::error("stopped: the backing dir did not answer within io_timeout ({})", cs.ToString());
+    spdlog::shutdown();
+    std::fflush(nullptr);
+    ::_exit(kExitStore);
+  }
   // Freeing the namespace inode by inode takes seconds with millions of
   // files (3-4 s for 1.65M inodes here), and a remount waits for this exit;
   // the kernel frees the address space at once. Close() has written all

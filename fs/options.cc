@@ -112,6 +112,8 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   }
   if (key == "evict_grace")
     return parse_seconds(val, &st.evict_grace_s) ? Status::OK() : bad("seconds");
+  if (key == "io_timeout")
+    return parse_seconds(val, &st.io_timeout_s) ? Status::OK() : bad("seconds");
   if (key == "tmp_max_age")
     return parse_seconds(val, &st.tmp_max_age_s) ? Status::OK() : bad("seconds");
   if (key == "clean_tmp") return parse_bool(val, &st.clean_tmp) ? Status::OK() : bad("0 or 1");
@@ -286,6 +288,8 @@ kvfs options (sizes take K, M, G, T suffixes):
   high_watermark=F       eviction starts above F * capacity (default 0.95)
   low_watermark=F        and stops at F * capacity (default 0.85)
   evict_grace=SEC        never evict a file used this recently (default 60)
+  io_timeout=SEC         longest a client call waits for the backing dir;
+                         then EIO, and the stall is logged (default 30)
   reclaim_ratio=F        reclaim segments less than F live (default 0.2)
   tmp_max_age=SEC        remove orphaned *.tmp/.o_direct_probe_* after (3600)
   clean_tmp=0|1          that housekeeping on or off (default 1)

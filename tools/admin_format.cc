@@ -147,6 +147,16 @@ std::string render_table(const std::string& root, const json& s, const json* pre
                          pct(num(s, "/backing/used_bytes"), num(s, "/backing/capacity_bytes")) +
                          "), " + std::to_string(unum(s, "/backing/segments")) + " segments, " +
                          pct(num(s, "/backing/live_ratio"), 1.0) + " live");
+  // A stall is news: one line while it lasts, or when there were any.
+  if (num(s, "/backing/stalled_flag") > 0 || num(s, "/backing/stalls") > 0) {
+    char b[160];
+    std::snprintf(b, sizeof(b),
+                  "%s; %.0f stalls, %.1f s in all; %.0f calls failed after io_timeout %g s",
+                  num(s, "/backing/stalled_flag") > 0 ? "STALLED now" : "answering",
+                  num(s, "/backing/stalls"), num(s, "/backing/stalled_seconds"),
+                  num(s, "/backing/timeouts"), num(s, "/backing/io_timeout"));
+    add("backing stall", b);
+  }
   const double hr = num(s, "/hits/ram"), hb = num(s, "/hits/backing");
   add("hits", "RAM " + std::to_string(unum(s, "/hits/ram")) + rate("/hits/ram") + ", backing " +
                   std::to_string(unum(s, "/hits/backing")) + rate("/hits/backing") +

@@ -90,7 +90,7 @@ int run(int argc, char** argv) {
   auto* config = app.add_subcommand("config", "show or change runtime settings");
   config->add_option("MOUNT", config_mount, "kvfs mount point")->required();
   config->add_option("KEY[=VALUE]", config_args,
-                     "setting to show, or to change (capacity, ram_size, evict_grace, "
+                     "setting to show, or to change (capacity, ram_size, evict_grace, io_timeout, "
                      "log_level)");
 
   std::string version_mount;

@@ -340,7 +340,7 @@ class Fsck {
   }
 
   void verify_data() {
-    AlignedBuf buf(kBlockSize);
+    BufRef buf = BufferPool::allocate(kBlockSize);
     bar_ = std::make_unique<Progress>("verify data");
     uint64_t done = 0;
     for (const auto& s : snaps_) {
@@ -356,7 +356,7 @@ class Fsck {
         } else if (v != valid_.end() && e.off + e.len > v->second) {
           problem(where + ": lies past the last complete record of segment " +
                   std::to_string(e.seg) + " (lost if the index is rebuilt)");
-        } else if (Status st = segs_->read_extent(e, buf.data); !st.ok()) {
+        } else if (Status st = segs_->read_extent(e, buf); !st.ok()) {
           problem(where + ": " + st.ToString());
         } else {
           ++verified_;
@@ -386,14 +386,6 @@ class Fsck {
     else
       std::printf("%llu problems found\n", static_cast<unsigned long long>(problems_));
   }
-
-  struct AlignedBuf {
-    explicit AlignedBuf(size_t n) {
-      if (posix_memalign(reinterpret_cast<void**>(&data), kAlign, n) != 0) throw std::bad_alloc();
-    }
-    ~AlignedBuf() { std::free(data); }
-    char* data = nullptr;
-  };
 
   OfflineOpts o_;
   std::unique_ptr<SegmentStore> segs_;

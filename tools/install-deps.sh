@@ -12,5 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
   fuse3 libfuse3-dev librocksdb-dev liburing-dev libxxhash-dev libspdlog-dev libfmt-dev \
   libgtest-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev \
-  util-linux attr fio stress-ng procps groff-base fiu-utils libfiu-dev \
+  util-linux attr fio stress-ng procps groff-base fiu-utils libfiu-dev bindfs \
   prometheus lintian dpkg-dev fakeroot >/dev/null

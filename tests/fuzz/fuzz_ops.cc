@@ -85,6 +85,7 @@ const char* code_name(Code c) {
     case Code::kNotSupported: return "EOPNOTSUPP";
     case Code::kReadOnly: return "EROFS";
     case Code::kStale: return "ESTALE";
+    case Code::kTimedOut: return "EIO(timeout)";
   }
   return "?";
 }
