@@ -152,7 +152,9 @@ class BlockStore : public Journal {
   // close() of a descriptor (FUSE flush, synchronous, unlike release): what
   // was written through f is complete and may be committed, so a later
   // fsync of a directory covers it even before the kernel's release arrives.
-  void closed(OpenFile* f);
+  // NoSpace if the file is dirty while flushes fail for lack of room (it
+  // stays queued, and is flushed if room comes).
+  Status closed(OpenFile* f);
   void release(OpenFile* f);
   Status read(OpenFile* f, uint64_t off, size_t size, ReadResult* out);
   Result<size_t> write(OpenFile* f, uint64_t off, const char* data, size_t size);

@@ -93,8 +93,8 @@ OpenFile* BlockStore::track_handle(OpenFile* f) {
   return f;
 }
 
-void BlockStore::closed(OpenFile* f) {
-  if (!f->writable) return;
+Status BlockStore::closed(OpenFile* f) {
+  if (!f->writable) return Status::OK();
   Inode& in = *f->in;
   std::lock_guard g(in.mu);
   if (!f->sealed) {
@@ -103,6 +103,11 @@ void BlockStore::closed(OpenFile* f) {
   }
   if (in.active_writers == 0 && in.dirty() && in.linked.load() && !cfg_.read_only)
     flusher_->enqueue_locked(f->in, false);
+  // Accepted into RAM while the cap is full of what cannot be evicted: it
+  // may never be flushed, and the client should know before it relies on it.
+  if (in.dirty() && in.linked.load() && no_space_.load(std::memory_order_relaxed))
+    return Status::NoSpace("backing dir full: nothing can be evicted, this file is not flushed");
+  return Status::OK();
 }
 
 void BlockStore::release(OpenFile* f) {

@@ -112,8 +112,8 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // complete here: the kernel sends release later, in the background, so a
   // client's fsync of the directory can arrive before it.
   guarded(req, [&] {
-    if (ino != kControlIno) ctx(req).store->closed(handle(fi));
-    fuse_reply_err(req, 0);
+    Status st = ino != kControlIno ? ctx(req).store->closed(handle(fi)) : Status::OK();
+    fuse_reply_err(req, to_errno(st));
   });
 }
 

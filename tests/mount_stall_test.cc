@@ -375,5 +375,39 @@ TEST(Capacity, FileLargerThanTheCapacityGetsEfbig) {
   EXPECT_TRUE(got == make_content(3 * kMiB, 2));
 }
 
+// A file accepted into RAM while nothing can be evicted to make room for it
+// (everything else is within evict_grace) may never be flushed: its close()
+// says so with ENOSPC, and new writes are refused, instead of a success that
+// is lost at unmount.
+TEST(Capacity, CloseSaysEnospcWhileNothingCanBeEvicted) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok("capacity=32M,segment_size=4M"));
+  auto flush = [&] { return control(m.mnt(), R"({"cmd":"flush","wait":true})"); };
+  ASSERT_TRUE(write_file(m.path("a"), make_content(20 * kMiB, 1)));
+  ASSERT_TRUE(flush().contains("flushed"));
+  int fd = ::open(m.path("d").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string d = make_content(kMiB, 4);
+  ASSERT_EQ(::write(fd, d.data(), d.size()), ssize_t(d.size())) << errstr(errno);
+  ASSERT_TRUE(write_file(m.path("b"), make_content(20 * kMiB, 2)));
+  auto r = flush();  // b does not fit beside a, which is in its grace period
+  EXPECT_EQ(r.value("errno", 0), ENOSPC) << r.dump();
+  EXPECT_EQ(::close(fd), -1) << "close() of a file that cannot be flushed succeeded";
+  EXPECT_EQ(errno, ENOSPC) << errstr(errno);
+  EXPECT_FALSE(write_file(m.path("c"), make_content(kMiB, 3)));
+  EXPECT_EQ(errno, ENOSPC) << errstr(errno);
+  // Room again: everything still in RAM is flushed after all.
+  ASSERT_EQ(::unlink(m.path("a").c_str()), 0);
+  r = flush();
+  EXPECT_TRUE(r.contains("flushed")) << r.dump();
+  m.unmount();
+  ASSERT_TRUE(m.mount_ok("capacity=32M,segment_size=4M"));
+  std::string got;
+  ASSERT_TRUE(read_file(m.path("b"), &got));
+  EXPECT_TRUE(got == make_content(20 * kMiB, 2));
+  ASSERT_TRUE(read_file(m.path("d"), &got));
+  EXPECT_TRUE(got == d);
+}
+
 }  // namespace
 }  // namespace kvfs::test
