@@ -6,10 +6,10 @@
 //
 // Directories, symlinks and special files (FIFOs, sockets, device nodes) are
 // committed to the index when created; regular files when a flusher has
-// written their data. Changes to inodes the index
-// already knows (rename, unlink, rmdir) go through the Journal, with mu_ held
-// exclusively, before they are applied in memory: if the index write fails,
-// nothing changes and the caller gets the error.
+// written their data. Changes to inodes the index already knows (rename,
+// unlink, rmdir) go through the Journal, with mu_ held exclusively, before
+// they are applied in memory: if the index write fails, nothing changes and
+// the caller gets the error.
 //
 // Thread-safe. mu_ is a shared_mutex: lookups and readdir take it shared,
 // changes exclusively. Lock order: mu_ -> Inode::mu.
