@@ -128,6 +128,21 @@ TEST_P(PosixBoth, ErrnoOrderNotDirNoEntLoopNameTooLong) {
   std::string huge = p("");
   while (huge.size() <= 4096) huge += "a/";
   EXPECT_ERRNO(::stat(huge.c_str(), &st), ENAMETOOLONG);
+  // Search and write permission come before what lies behind them.
+  ASSERT_OK(::mkdir(p("closed").c_str(), 0700));
+  ASSERT_OK(::mkdir(p("closed/sub").c_str(), 0777));
+  ASSERT_OK(::mkdir(p("ro").c_str(), 0755));
+  const std::string closed_long = p("closed/" + long_name);
+  EXPECT_EQ(as_user(kNobody, kNobody, [&] { return err_of(::mkfifo(p("ro/f").c_str(), 0644)); }),
+            EACCES);
+  EXPECT_EQ(
+      as_user(kNobody, kNobody, [&] { return err_of(::mkfifo(p("closed/sub/f").c_str(), 0644)); }),
+      EACCES);
+  EXPECT_EQ(as_user(kNobody, kNobody, [&] { return err_of(::mkfifo(closed_long.c_str(), 0644)); }),
+            EACCES);
+  EXPECT_EQ(as_user(kNobody, kNobody,
+                    [&] { return err_of(::rename(p("ro").c_str(), p("ro2").c_str())); }),
+            EACCES);
   // Symlink loops.
   ASSERT_OK(::symlink("loop_b", p("loop_a").c_str()));
   ASSERT_OK(::symlink("loop_a", p("loop_b").c_str()));
@@ -268,6 +283,35 @@ TEST_P(PosixBoth, SetgidDirectoryGroupIsInherited) {
   ASSERT_OK(::chown(p("plain").c_str(), 0, 4242));
   EXPECT_EQ(as_user(kNobody, kNobody, [&] { return make_node(p("plain/f"), S_IFIFO); }), 0);
   EXPECT_EQ(lstat_of(p("plain/f")).st_gid, kNobody);
+}
+
+// A directory's link count is 2 plus its subdirectories, through mkdir,
+// rmdir and renames between directories; other types count 1.
+TEST_P(PosixBoth, DirectoryLinkCounts) {
+  ASSERT_OK(::mkdir(p("a").c_str(), 0755));
+  ASSERT_OK(::mkdir(p("b").c_str(), 0755));
+  EXPECT_EQ(lstat_of(p("a")).st_nlink, 2u);
+  ASSERT_OK(::mkdir(p("a/sub").c_str(), 0755));
+  for (const Kind& k : kAllKinds) {
+    if (k.type == S_IFDIR) continue;
+    ASSERT_EQ(make_node(p(std::string("a/") + k.name), k.type), 0);
+  }
+  EXPECT_EQ(lstat_of(p("a")).st_nlink, 3u) << "only subdirectories count";
+  for (const Kind& k : kAllKinds) {
+    if (k.type == S_IFDIR) continue;
+    EXPECT_EQ(lstat_of(p(std::string("a/") + k.name)).st_nlink, 1u);
+  }
+  ASSERT_OK(::rename(p("a/sub").c_str(), p("b/sub").c_str()));
+  EXPECT_EQ(lstat_of(p("a")).st_nlink, 2u);
+  EXPECT_EQ(lstat_of(p("b")).st_nlink, 3u);
+  ASSERT_OK(::mkdir(p("a/other").c_str(), 0755));
+  ASSERT_OK(::rename(p("b/sub").c_str(), p("a/other").c_str()));  // over an empty directory
+  EXPECT_EQ(lstat_of(p("a")).st_nlink, 3u);
+  EXPECT_EQ(lstat_of(p("b")).st_nlink, 2u);
+  ASSERT_OK(::rename(p("a/fifo").c_str(), p("b/fifo").c_str()));
+  EXPECT_EQ(lstat_of(p("b")).st_nlink, 2u);
+  ASSERT_OK(::rmdir(p("a/other").c_str()));
+  EXPECT_EQ(lstat_of(p("a")).st_nlink, 2u);
 }
 
 // Which calls mark ctime and mtime for update, on the file and on its

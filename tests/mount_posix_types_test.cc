@@ -85,6 +85,11 @@ TEST_P(PosixBoth, SpecialFilesStatAndReaddir) {
     EXPECT_EQ(st.st_rdev, rdev_for(k.type));
     EXPECT_EQ(st.st_atim.tv_sec, st.st_mtim.tv_sec);
   }
+  // Every permission bit is kept, set-ID and sticky included.
+  ASSERT_OK(::mkfifo(p("all_bits").c_str(), 07777));
+  EXPECT_EQ(lstat_of(p("all_bits")).st_mode, S_IFIFO | 07777u);
+  // A socket file is not opened like a file.
+  EXPECT_ERRNO(::open(p("sock").c_str(), O_RDONLY | O_CLOEXEC), ENXIO);
   // A FIFO's "device number" means nothing and is not kept.
   ASSERT_OK(::mknod(p("fifo_dev").c_str(), S_IFIFO | 0600, makedev(3, 4)));
   EXPECT_EQ(lstat_of(p("fifo_dev")).st_rdev, 0u);
