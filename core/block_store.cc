@@ -273,7 +273,11 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
     in->touch(t);  // llm-d marks the hits it skips: they are in use
   }
   if (r.set_mtime) in->mtime_ns = r.mtime_now ? t : r.mtime_ns;
-  meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime;
+  // Nothing to set is chown(path, -1, -1): a local filesystem marks ctime
+  // for it, and FUSE does not pass the ctime mark itself.
+  const bool only_ctime =
+      !r.set_size && !r.set_mode && !r.set_uid && !r.set_gid && !r.set_atime && !r.set_mtime;
+  meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime || only_ctime;
   if (meta || r.set_atime) in->ctime_ns = t;
   // An atime-only touch (llm-d marking a hit) is kept in RAM and written with
   // the next flush of the file: it does not deserve a segment record.

@@ -367,6 +367,16 @@ TEST_P(PosixBoth, CtimeAndMtimeUpdates) {
                {{f, true}});
   expect_marks("chmod", [&] { ASSERT_OK(::chmod(f.c_str(), 0666)); }, {{f, false}});
   expect_marks("chown", [&] { ASSERT_OK(::chown(f.c_str(), kNobody, kNobody)); }, {{f, false}});
+  expect_marks(
+      "chown(-1, -1)",
+      [&] { ASSERT_OK(::chown(f.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(-1))); },
+      {{f, false}});
+  expect_marks(
+      "chown(-1, -1) of a FIFO",
+      [&] {
+        ASSERT_OK(::chown((d + "/p").c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(-1)));
+      },
+      {{d + "/p", false}});
   expect_marks("setxattr", [&] { ASSERT_OK(::setxattr(f.c_str(), "user.k", "v", 1, 0)); },
                {{f, false}});
   expect_marks("removexattr", [&] { ASSERT_OK(::removexattr(f.c_str(), "user.k")); }, {{f, false}});
