@@ -46,7 +46,9 @@ inline int err_of(long rc) {
 
 // Runs fn in a child with real, effective and saved ids uid/gid and no
 // supplementary groups; returns what fn returned (0 or an errno), 255 if the
-// ids could not be switched, -1 if the child died.
+// ids could not be switched, -1 if the child died. fn may allocate: glibc's
+// fork() leaves malloc usable in the child, and the only other thread of a
+// mount test binary is its watchdog, asleep.
 inline int as_user(uid_t uid, gid_t gid, const std::function<int()>& fn) {
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -77,8 +79,7 @@ inline dev_t rdev_for(mode_t type) {
   return type == S_IFCHR ? makedev(1, 3) : type == S_IFBLK ? makedev(7, 300) : 0;
 }
 
-// Makes path as a file of the given type; 0 or an errno. Safe in a child
-// of as_user() (no allocation).
+// Makes path as a file of the given type; 0 or an errno.
 inline int make_node(const std::string& path, mode_t type, mode_t perm = 0644) {
   switch (type) {
     case S_IFREG: {
@@ -93,7 +94,7 @@ inline int make_node(const std::string& path, mode_t type, mode_t perm = 0644) {
   }
 }
 
-// rmdir or unlink; 0 or an errno. Safe in a child of as_user().
+// rmdir or unlink; 0 or an errno.
 inline int remove_node(const std::string& path, mode_t type) {
   return err_of(type == S_IFDIR ? ::rmdir(path.c_str()) : ::unlink(path.c_str()));
 }
