@@ -126,6 +126,7 @@ InodeSnapshot BlockStore::snapshot_locked(const Inode& in, uint64_t parent, std:
   s.mtime_ns = in.mtime_ns;
   s.ctime_ns = in.ctime_ns;
   s.symlink = in.symlink;
+  s.rdev = in.rdev;
   s.xattrs = in.xattrs;
   for (uint32_t i = 0; i < in.blocks.size(); ++i) {
     const BlockSlot& b = in.blocks[i];
@@ -193,6 +194,7 @@ Attr BlockStore::attr_locked(const Inode& in) const {
   a.uid = in.uid;
   a.gid = in.gid;
   a.size = in.size;
+  a.rdev = in.rdev;
   a.atime_ns = in.atime_ns;
   a.mtime_ns = in.mtime_ns;
   a.ctime_ns = in.ctime_ns;
@@ -275,7 +277,11 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
     in->touch(t);  // llm-d marks the hits it skips: they are in use
   }
   if (r.set_mtime) in->mtime_ns = r.mtime_now ? t : r.mtime_ns;
-  meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime;
+  // Nothing to set is chown(path, -1, -1): a local filesystem marks ctime
+  // for it, and FUSE does not pass the ctime mark itself.
+  const bool only_ctime =
+      !r.set_size && !r.set_mode && !r.set_uid && !r.set_gid && !r.set_atime && !r.set_mtime;
+  meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime || only_ctime;
   if (meta || r.set_atime) in->ctime_ns = t;
   // An atime-only touch (llm-d marking a hit) is kept in RAM and written with
   // the next flush of the file: it does not deserve a segment record.
@@ -288,15 +294,30 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   return a;
 }
 
-Result<Attr> BlockStore::mknod(uint64_t parent, std::string_view name, uint32_t mode,
+Result<Attr> BlockStore::mknod(uint64_t parent, std::string_view name, uint32_t mode, uint32_t rdev,
                                const Caller& c) {
   KVFS_RETURN_IF_ERROR(check_writable());
-  if (!S_ISREG(mode)) return Status::NotSupported("only regular files, directories and symlinks");
-  Attr a;
-  auto f = create(parent, name, mode, O_CREAT | O_EXCL, c, &a);
-  if (!f.ok()) return f.status();
-  release(*f);
-  return a;
+  if (S_ISREG(mode)) {
+    Attr a;
+    auto f = create(parent, name, mode, O_CREAT | O_EXCL, c, &a);
+    if (!f.ok()) return f.status();
+    release(*f);
+    return a;
+  }
+  // The kernel serves FIFOs and sockets itself and device nodes go to their
+  // driver: kvfs keeps only the inode, like a directory without entries.
+  if (!S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode))
+    return Status::Invalid("unknown file type");
+  const bool dev = S_ISCHR(mode) || S_ISBLK(mode);
+  bool created;
+  auto r = ns_->create(parent, name,
+                       {(mode & S_IFMT) | (mode & 07777), c.uid, c.gid, {}, dev ? rdev : 0}, true,
+                       &created);
+  if (!r.ok()) return r.status();
+  InodeRef& in = *r;
+  std::lock_guard g(in->mu);
+  in->nlookup.fetch_add(1);
+  return attr_locked(*in);
 }
 
 Result<Attr> BlockStore::mkdir(uint64_t parent, std::string_view name, uint32_t mode,

@@ -132,7 +132,9 @@ class BlockStore : public Journal {
   Result<Attr> lookup(uint64_t parent, std::string_view name);  // +1 kernel ref
   Result<Attr> getattr(uint64_t ino);
   Result<Attr> setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh);
-  Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, const Caller& c);
+  // Regular files, FIFOs, sockets and device nodes (rdev: FUSE's encoding).
+  Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint32_t rdev,
+                     const Caller& c);
   Result<Attr> mkdir(uint64_t parent, std::string_view name, uint32_t mode, const Caller& c);
   Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,
                        const Caller& c);

@@ -1,4 +1,5 @@
-// Inode: one file, directory or symlink in memory.
+// Inode: one file, directory, symlink or special file (FIFO, socket, device
+// node: metadata only, their I/O never reaches kvfs) in memory.
 //
 // The whole namespace lives in RAM (the index holds its persistent copy), so
 // lookups never touch the disk. A regular file's data is a vector of 1 MiB
@@ -79,6 +80,7 @@ class Inode {
   uint64_t size = 0;
   int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
   std::string symlink;
+  uint32_t rdev = 0;  // device nodes only
   std::map<std::string, std::string> xattrs;
   std::vector<BlockSlot> blocks;
   uint64_t dirty_charge = 0;     // sum of blocks[i].charge
@@ -127,6 +129,7 @@ struct Attr {
   uint32_t uid = 0, gid = 0;
   uint64_t size = 0;
   uint64_t blocks = 0;  // 512-byte units
+  uint32_t rdev = 0;
   int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
 };
 

@@ -43,6 +43,7 @@ InodeRef Namespace::make_loaded(InodeSnapshot&& s) {
   in->mtime_ns = s.mtime_ns;
   in->ctime_ns = s.ctime_ns;
   in->symlink = s.symlink;
+  in->rdev = s.rdev;
   in->xattrs = s.xattrs;
   in->touch(std::max(s.atime_ns, s.mtime_ns));
   if (in->is_dir()) in->dir = std::make_unique<DirData>();
@@ -253,12 +254,23 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
   in->mode = n.mode;
   in->uid = n.uid;
   in->gid = n.gid;
+  {
+    // A set-group-ID directory gives its group to what is made in it, and
+    // the bit to subdirectories (the kernel leaves both to the filesystem;
+    // it only strips S_ISGID from a new file the creator may not have).
+    std::lock_guard g(dir->mu);
+    if (dir->mode & S_ISGID) {
+      in->gid = dir->gid;
+      if (S_ISDIR(n.mode)) in->mode |= S_ISGID;
+    }
+  }
   in->atime_ns = in->mtime_ns = in->ctime_ns = t;
   in->touch(t);
   // A new file is dirty until its first commit: the evictor must not take it
   // in the moment between its creation and its opening.
   if (in->is_reg()) in->version = 1;
   in->symlink = n.symlink;
+  in->rdev = n.rdev;
   in->size = in->is_symlink() ? n.symlink.size() : 0;
   if (in->is_dir()) in->dir = std::make_unique<DirData>();
   if (!in->is_reg()) KVFS_RETURN_IF_ERROR(journal_->journal({{in.get(), parent, name}}, {}));

@@ -4,11 +4,12 @@
 // Every inode has exactly one name (no hard links), which keeps snapshots
 // self-describing: an inode's snapshot carries its (parent, name).
 //
-// Directories and symlinks are committed to the index when created; regular
-// files when a flusher has written their data. Changes to inodes the index
-// already knows (rename, unlink, rmdir) go through the Journal, with mu_ held
-// exclusively, before they are applied in memory: if the index write fails,
-// nothing changes and the caller gets the error.
+// Directories, symlinks and special files (FIFOs, sockets, device nodes) are
+// committed to the index when created; regular files when a flusher has
+// written their data. Changes to inodes the index already knows (rename,
+// unlink, rmdir) go through the Journal, with mu_ held exclusively, before
+// they are applied in memory: if the index write fails, nothing changes and
+// the caller gets the error.
 //
 // Thread-safe. mu_ is a shared_mutex: lookups and readdir take it shared,
 // changes exclusively. Lock order: mu_ -> Inode::mu.
@@ -44,6 +45,7 @@ struct NewNode {
   uint32_t mode = 0;  // with the file type bits
   uint32_t uid = 0, gid = 0;
   std::string symlink;
+  uint32_t rdev = 0;
 };
 
 inline constexpr size_t kNameMax = 255;
@@ -77,7 +79,10 @@ class Namespace {
   Result<InodeRef> lookup(uint64_t parent, std::string_view name) const;
 
   // Makes a new inode, or with excl=false returns the existing one
-  // (*created=false). Directories and symlinks are journaled at once.
+  // (*created=false). Everything but regular files (directories, symlinks,
+  // FIFOs, sockets, device nodes: no data to wait for) is journaled at once.
+  // In a set-group-ID directory it takes the directory's group (a new
+  // directory also the bit), as on a local filesystem.
   Result<InodeRef> create(uint64_t parent, std::string_view name, const NewNode& n, bool excl,
                           bool* created);
 

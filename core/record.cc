@@ -86,7 +86,12 @@ class Reader {
   std::string_view s_;
 };
 
+// Version 2 is version 1 plus a trailing rdev (u32). Version 1 is still
+// written whenever rdev is 0: segments and index entries written before
+// device nodes existed decode unchanged, and so does all that is written now
+// except device nodes.
 constexpr uint8_t kSnapshotVersion = 1;
+constexpr uint8_t kSnapshotVersionRdev = 2;
 constexpr size_t kMaxName = 255;
 constexpr size_t kMaxXattrName = 255;
 constexpr size_t kMaxXattrValue = 64 * 1024;
@@ -99,7 +104,7 @@ uint64_t hash_bytes(const void* data, size_t len) {
 }
 
 void encode_snapshot(const InodeSnapshot& s, std::string* o) {
-  put_u8(o, kSnapshotVersion);
+  put_u8(o, s.rdev != 0 ? kSnapshotVersionRdev : kSnapshotVersion);
   put_u64(o, s.ino);
   put_u64(o, s.seq);
   put_u64(o, s.parent);
@@ -125,6 +130,7 @@ void encode_snapshot(const InodeSnapshot& s, std::string* o) {
     put_u32(o, be.ext.len);
     put_u64(o, be.ext.hash);
   }
+  if (s.rdev != 0) put_u32(o, s.rdev);
 }
 
 Status decode_snapshot(std::string_view in, InodeSnapshot* s) {
@@ -132,7 +138,8 @@ Status decode_snapshot(std::string_view in, InodeSnapshot* s) {
   uint8_t ver;
   uint64_t a, m, c;
   uint32_t nx, ne;
-  if (!r.u8(&ver) || ver != kSnapshotVersion) return Status::Corruption("snapshot version");
+  if (!r.u8(&ver) || (ver != kSnapshotVersion && ver != kSnapshotVersionRdev))
+    return Status::Corruption("snapshot version");
   if (!r.u64(&s->ino) || !r.u64(&s->seq) || !r.u64(&s->parent) || !r.str(&s->name, kMaxName) ||
       !r.u32(&s->mode) || !r.u32(&s->uid) || !r.u32(&s->gid) || !r.u64(&s->size) || !r.u64(&a) ||
       !r.u64(&m) || !r.u64(&c) || !r.str(&s->symlink, kMaxSymlink) || !r.u32(&nx))
@@ -164,6 +171,8 @@ Status decode_snapshot(std::string_view in, InodeSnapshot* s) {
     prev = be.idx;
     s->extents.push_back(be);
   }
+  s->rdev = 0;
+  if (ver == kSnapshotVersionRdev && !r.u32(&s->rdev)) return Status::Corruption("truncated rdev");
   if (!r.empty()) return Status::Corruption("trailing bytes in snapshot");
   return Status::OK();
 }

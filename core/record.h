@@ -57,6 +57,10 @@ struct InodeSnapshot {
   std::string symlink;
   std::map<std::string, std::string> xattrs;
   std::vector<BlockExtent> extents;  // sorted by idx; holes are absent
+  // Device number of a character or block node, as FUSE carries it (32 bits,
+  // the kernel's new_encode_dev). Encoded only when non-zero (a version 2
+  // snapshot), so every other snapshot keeps the version 1 bytes.
+  uint32_t rdev = 0;
 };
 
 void encode_snapshot(const InodeSnapshot& s, std::string* out);

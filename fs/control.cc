@@ -1,5 +1,6 @@
 #include "fs/control.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
@@ -16,6 +17,19 @@ namespace kvfs {
 namespace {
 
 using json = nlohmann::json;
+
+// The "type" of an `ls` entry (kvfs-admin ls, kvfs(8)).
+const char* type_name(uint32_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFDIR: return "dir";
+    case S_IFLNK: return "symlink";
+    case S_IFIFO: return "fifo";
+    case S_IFSOCK: return "socket";
+    case S_IFCHR: return "chardev";
+    case S_IFBLK: return "blockdev";
+    default: return "file";
+  }
+}
 
 json error(const Status& s) {
   return json{{"error", s.message().empty() ? s.ToString() : s.message()}, {"errno", to_errno(s)}};
@@ -305,9 +319,7 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
           json arr = json::array();
           for (auto& e : *ls)
             arr.push_back({{"name", e.name},
-                           {"type", S_ISDIR(e.mode)   ? "dir"
-                                    : S_ISLNK(e.mode) ? "symlink"
-                                                      : "file"},
+                           {"type", type_name(e.mode)},
                            {"size", e.size},
                            {"tier", e.tier},
                            {"last_access_ns", e.last_access_ns}});

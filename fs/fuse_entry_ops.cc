@@ -2,8 +2,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,38 @@ Caller caller(fuse_req_t req) {
   return Caller{c->uid, c->gid};
 }
 
+std::optional<Attr> clear_privs_after_write(fuse_req_t req, fuse_ino_t ino, bool o_trunc) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  // uid 0 stands for CAP_FSETID, as in op_access.
+  if (c->uid == 0 || ino == kControlIno) return std::nullopt;
+  auto a = ctx(req).store->getattr(ino);
+  if (!a.ok() || !S_ISREG(a->mode) || !(a->mode & (S_ISUID | S_ISGID))) return std::nullopt;
+  const bool group_x = a->mode & S_IXGRP;
+  uint32_t mode = a->mode;
+  if (o_trunc) {
+    mode &= ~S_ISUID;
+    if (group_x) mode &= ~S_ISGID;
+  }
+  if ((mode & S_ISGID) && !group_x && c->gid != a->gid) {
+    std::vector<gid_t> groups(64);
+    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n > static_cast<int>(groups.size())) {
+      groups.resize(static_cast<size_t>(n));
+      n = fuse_req_getgroups(req, n, groups.data());
+    }
+    // Groups unknown (n < 0): cleared, the safe side.
+    const auto end = groups.begin() + std::clamp(n, 0, static_cast<int>(groups.size()));
+    if (std::find(groups.begin(), end, a->gid) == end) mode &= ~S_ISGID;
+  }
+  if (mode == a->mode) return std::nullopt;
+  SetAttrRequest r;
+  r.set_mode = true;
+  r.mode = mode;
+  auto res = ctx(req).store->setattr(ino, r, nullptr);
+  if (!res.ok()) return std::nullopt;
+  return *res;
+}
+
 static timespec ts(int64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
 }
@@ -37,6 +71,7 @@ void fill_stat(const Attr& a, struct stat* st) {
   st->st_nlink = a.nlink;
   st->st_uid = a.uid;
   st->st_gid = a.gid;
+  st->st_rdev = a.rdev;
   st->st_size = static_cast<off_t>(a.size);
   st->st_blocks = static_cast<blkcnt_t>(a.blocks);
   // A large st_blksize makes stdio and cp issue 1 MiB requests.
@@ -163,6 +198,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     auto* fh = fi ? reinterpret_cast<OpenFile*>(fi->fh) : nullptr;
     auto res = ctx(req).store->setattr(ino, r, fh);
     if (!res.ok()) return reply_err(req, res.status());
+    if (r.set_size) {
+      if (auto cleared = clear_privs_after_write(req, ino, false)) res = *cleared;
+    }
     struct stat st;
     fill_stat(*res, &st);
     fuse_reply_attr(req, &st, ctx(req).cfg.attr_timeout);
@@ -177,10 +215,11 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   });
 }
 
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   guarded(req, [&] {
     if (is_control(parent, name)) return (void)fuse_reply_err(req, EEXIST);
-    auto r = ctx(req).store->mknod(parent, name, mode, caller(req));
+    // The kernel sends 32 bits (new_encode_dev); st_rdev gives them back.
+    auto r = ctx(req).store->mknod(parent, name, mode, static_cast<uint32_t>(rdev), caller(req));
     if (!r.ok()) return reply_err(req, r.status());
     reply_entry(req, *r);
   });

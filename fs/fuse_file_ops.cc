@@ -33,6 +33,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     Attr a;
     auto r = ctx(req).store->create(parent, name, mode, fi->flags | O_CREAT, caller(req), &a);
     if (!r.ok()) return reply_err(req, r.status());
+    if (fi->flags & O_TRUNC) {  // an existing file, truncated
+      if (auto cleared = clear_privs_after_write(req, a.ino, true)) a = *cleared;
+    }
     fi->fh = reinterpret_cast<uint64_t>(*r);
     set_open_flags(fi, *r);
     fuse_entry_param e{};
@@ -58,6 +61,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     auto r = ctx(req).store->open(ino, fi->flags);
     if (!r.ok()) return reply_err(req, r.status());
+    if (fi->flags & O_TRUNC) (void)clear_privs_after_write(req, ino, true);
     fi->fh = reinterpret_cast<uint64_t>(*r);
     set_open_flags(fi, *r);
     if (fuse_reply_open(req, fi) != 0) ctx(req).store->release(*r);
@@ -102,6 +106,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_
     ScopedLatency t(ctx(req).lat.write);
     auto r = ctx(req).store->write(handle(fi), static_cast<uint64_t>(off), buf, size);
     if (!r.ok()) return reply_err(req, r.status());
+    (void)clear_privs_after_write(req, ino, false);
     fuse_reply_write(req, *r);
   });
 }

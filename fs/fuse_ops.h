@@ -13,6 +13,7 @@
 #include <fuse_lowlevel.h>
 
 #include <cstring>
+#include <optional>
 
 #include "core/block_store.h"
 #include "fs/control.h"
@@ -38,6 +39,14 @@ void reply_err(fuse_req_t req, const Status& s);
 void fill_stat(const Attr& a, struct stat* st);
 void reply_entry(fuse_req_t req, const Attr& a);
 Caller caller(fuse_req_t req);
+// After a write or truncate by a caller other than root (CAP_FSETID):
+// clears set-user-ID and set-group-ID as local filesystems do (the VFS's
+// should_remove_suid). On a write or a truncate the kernel's FUSE layer
+// clears set-user-ID, and set-group-ID with group execute, by itself, but
+// not set-group-ID without group execute of a writer outside the file's
+// group; on an open with O_TRUNC (o_trunc: kvfs truncates, atomic_o_trunc)
+// it clears nothing. Returns the new attributes when the mode changed.
+std::optional<Attr> clear_privs_after_write(fuse_req_t req, fuse_ino_t ino, bool o_trunc);
 
 // Runs fn, turning an escaped exception (bad_alloc) into EIO/ENOMEM.
 template <typename Fn>

@@ -194,6 +194,81 @@ TEST_F(StoreTest, IndexRebuiltFromSegments) {
   EXPECT_EQ(get(kRootIno, "old", &st), "<missing>");
 }
 
+// FIFOs, sockets and device nodes are inodes without data: committed at
+// creation like a directory, then changed, renamed and removed like any
+// other, from the index and from the segments alone.
+TEST_F(StoreTest, SpecialFilesSurviveReopenAndRebuild) {
+  const Caller c{1000, 100};
+  auto fifo = store_->mknod(kRootIno, "fifo", S_IFIFO | 0640, 0, c);
+  ASSERT_TRUE(fifo.ok()) << fifo.status().ToString();
+  EXPECT_EQ(fifo->rdev, 0u);
+  auto chr = store_->mknod(kRootIno, "chr", S_IFCHR | 0600, 0x88012c, c);
+  ASSERT_TRUE(chr.ok());
+  EXPECT_EQ(chr->rdev, 0x88012cu);
+  ASSERT_TRUE(store_->mknod(kRootIno, "blk", S_IFBLK | 0660, 0x700, c).ok());
+  ASSERT_TRUE(store_->mknod(kRootIno, "sock", S_IFSOCK | 0755, 0, c).ok());
+  ASSERT_TRUE(store_->mknod(kRootIno, "gone", S_IFIFO | 0600, 0, c).ok());
+  // The device number of anything but a device means nothing: not kept.
+  auto odd = store_->mknod(kRootIno, "odd", S_IFIFO | 0600, 1234, c);
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(odd->rdev, 0u);
+  EXPECT_EQ(store_->mknod(kRootIno, "fifo", S_IFIFO | 0600, 0, c).status().code(),
+            Status::Code::kExists);
+  EXPECT_FALSE(store_->mknod(kRootIno, "bad", 0170000 | 0600, 0, c).ok());
+  SetAttrRequest r;
+  r.set_mode = true;
+  r.mode = 0604;
+  r.set_uid = true;
+  r.uid = 7;
+  ASSERT_TRUE(store_->setattr(chr->ino, r, nullptr).ok());
+  ASSERT_TRUE(store_->rename(kRootIno, "blk", kRootIno, "blk2", 0).ok());
+  ASSERT_TRUE(store_->unlink(kRootIno, "gone").ok());
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    auto f = store_->lookup(kRootIno, "fifo");
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f->mode, S_IFIFO | 0640u);
+    EXPECT_EQ(f->uid, 1000u);
+    EXPECT_EQ(f->gid, 100u);
+    auto d = store_->lookup(kRootIno, "chr");
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->mode, S_IFCHR | 0604u);
+    EXPECT_EQ(d->uid, 7u);
+    EXPECT_EQ(d->rdev, 0x88012cu);
+    auto b = store_->lookup(kRootIno, "blk2");
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->mode, S_IFBLK | 0660u);
+    EXPECT_EQ(b->rdev, 0x700u);
+    auto s = store_->lookup(kRootIno, "sock");
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->mode, S_IFSOCK | 0755u);
+    EXPECT_FALSE(store_->lookup(kRootIno, "blk").ok());
+    EXPECT_FALSE(store_->lookup(kRootIno, "gone").ok());
+    std::map<std::string, uint32_t> types;
+    ASSERT_TRUE(store_
+                    ->readdir(kRootIno, 2,
+                              [&](std::string_view n, uint64_t, uint32_t mode, uint64_t) {
+                                types[std::string(n)] = mode;
+                                return true;
+                              })
+                    .ok());
+    EXPECT_EQ(types, (std::map<std::string, uint32_t>{{"blk2", S_IFBLK},
+                                                      {"chr", S_IFCHR},
+                                                      {"fifo", S_IFIFO},
+                                                      {"odd", S_IFIFO},
+                                                      {"sock", S_IFSOCK}}));
+  };
+  check("in memory");
+  reopen();
+  check("after reopen");
+  ASSERT_TRUE(store_->Close().ok());
+  store_.reset();
+  fs::remove_all(root_ + "/index");
+  open_store();
+  EXPECT_TRUE(store_->rebuilt_index());
+  check("after rebuilding the index from the segments");
+}
+
 // A file a client removed stays readable through the inode the kernel still
 // holds (an open that resolved the name just before the unlink or the
 // rename), as on a local filesystem; its data goes when the kernel forgets

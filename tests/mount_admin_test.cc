@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -412,6 +414,44 @@ TEST(AdminFsck, CleanThenDetectsACorruptBlock) {
   EXPECT_EQ(bad.exit_code, 4) << bad.output;
   EXPECT_NE(bad.output.find("checksum"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("/big.bin"), std::string::npos) << bad.output;
+}
+
+// ls names every file type; fsck and rebuild-index read the snapshots of
+// special files (a device node's carries its device number).
+TEST(AdminLs, NamesEveryFileTypeAndOfflineToolsReadThem) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok());
+  ASSERT_TRUE(write_file(m.path("file"), "x"));
+  ASSERT_EQ(::mkdir(m.path("dir").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("file", m.path("link").c_str()), 0);
+  ASSERT_EQ(::mkfifo(m.path("fifo").c_str(), 0644), 0);
+  ASSERT_EQ(::mknod(m.path("sock").c_str(), S_IFSOCK | 0644, 0), 0);
+  ASSERT_EQ(::mknod(m.path("chr").c_str(), S_IFCHR | 0644, makedev(1, 3)), 0);
+  ASSERT_EQ(::mknod(m.path("blk").c_str(), S_IFBLK | 0644, makedev(7, 300)), 0);
+  RunResult ls = admin({"ls", m.mnt(), "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.output;
+  std::map<std::string, std::string> types;
+  const json lj = json::parse(ls.output);
+  for (auto& e : lj["entries"]) types[e["name"].get<std::string>()] = e["type"].get<std::string>();
+  EXPECT_EQ(types, (std::map<std::string, std::string>{{"blk", "blockdev"},
+                                                       {"chr", "chardev"},
+                                                       {"dir", "dir"},
+                                                       {"fifo", "fifo"},
+                                                       {"file", "file"},
+                                                       {"link", "symlink"},
+                                                       {"sock", "socket"}}));
+  m.unmount();
+  RunResult clean = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+  EXPECT_NE(clean.output.find("8 inodes"), std::string::npos) << clean.output;
+  fs::remove_all(m.index_dir());
+  RunResult rb = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  ASSERT_EQ(rb.exit_code, 0) << rb.output;
+  ASSERT_TRUE(m.mount_ok());
+  struct stat st;
+  ASSERT_EQ(::lstat(m.path("blk").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISBLK(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(7, 300));
 }
 
 TEST(AdminRebuildIndex, RecreatesADeletedIndex) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -117,8 +118,9 @@ uint64_t rss_kib(pid_t pid, const char* field) {
 // A full picture of a tree, as stat/readlink/getxattr/read show it.
 
 struct Node {
-  char type = '?';  // f, d, l
+  char type = '?';  // f, d, l, p (FIFO), s (socket), c, b (devices)
   mode_t mode = 0;
+  dev_t rdev = 0;
   uid_t uid = 0;
   gid_t gid = 0;
   off_t size = 0;
@@ -127,16 +129,18 @@ struct Node {
   std::map<std::string, std::string> xattrs;
   std::string data;
   bool operator==(const Node& o) const {
-    return type == o.type && mode == o.mode && uid == o.uid && gid == o.gid && size == o.size &&
-           mtime_ns == o.mtime_ns && target == o.target && xattrs == o.xattrs && data == o.data;
+    return type == o.type && mode == o.mode && rdev == o.rdev && uid == o.uid && gid == o.gid &&
+           size == o.size && mtime_ns == o.mtime_ns && target == o.target && xattrs == o.xattrs &&
+           data == o.data;
   }
 };
 
 std::string describe(const Node& n) {
   std::string s = std::string(1, n.type) + " mode=" + std::to_string(n.mode) +
                   " uid=" + std::to_string(n.uid) + " gid=" + std::to_string(n.gid) +
-                  " size=" + std::to_string(n.size) + " mtime=" + std::to_string(n.mtime_ns) +
-                  " target=" + n.target + " xattrs=" + std::to_string(n.xattrs.size()) +
+                  " rdev=" + std::to_string(n.rdev) + " size=" + std::to_string(n.size) +
+                  " mtime=" + std::to_string(n.mtime_ns) + " target=" + n.target +
+                  " xattrs=" + std::to_string(n.xattrs.size()) +
                   " data=" + std::to_string(n.data.size()) + "B";
   for (auto& [k, v] : n.xattrs) s += " " + k + "(" + std::to_string(v.size()) + ")";
   return s;
@@ -154,11 +158,16 @@ std::map<std::string, Node> snapshot_tree(const std::string& root) {
       continue;
     }
     Node n;
-    n.type = S_ISDIR(st.st_mode)   ? 'd'
-             : S_ISLNK(st.st_mode) ? 'l'
-             : S_ISREG(st.st_mode) ? 'f'
-                                   : '?';
+    n.type = S_ISDIR(st.st_mode)    ? 'd'
+             : S_ISLNK(st.st_mode)  ? 'l'
+             : S_ISREG(st.st_mode)  ? 'f'
+             : S_ISFIFO(st.st_mode) ? 'p'
+             : S_ISSOCK(st.st_mode) ? 's'
+             : S_ISCHR(st.st_mode)  ? 'c'
+             : S_ISBLK(st.st_mode)  ? 'b'
+                                    : '?';
     n.mode = st.st_mode;
+    n.rdev = st.st_rdev;
     n.uid = st.st_uid;
     n.gid = st.st_gid;
     if (n.type != 'd') {
@@ -263,9 +272,32 @@ TEST(Recovery, RemountAndIndexRebuildKeepEverything) {
   ASSERT_EQ(::symlink("/etc/hostname", (r + "/abs_link").c_str()), 0);
   ASSERT_EQ(::symlink("nowhere/at/all", (r + "/d/dangling").c_str()), 0);
   ASSERT_EQ(::lchown((r + "/d/dangling").c_str(), 1000, 1001), 0);
+  // Special files: metadata only, with owners, times and device numbers.
+  struct SpecialSpec {
+    const char* path;
+    mode_t mode;
+    dev_t rdev;
+    uid_t uid;
+    gid_t gid;
+  };
+  const SpecialSpec specials[] = {{"fifo", S_IFIFO | 0640, 0, 1000, 1000},
+                                  {"a/b/sock", S_IFSOCK | 0777, 0, 0, 0},
+                                  {"d/e/null", S_IFCHR | 0666, makedev(1, 3), 0, 0},
+                                  {"d/tty_hi", S_IFCHR | 0620, makedev(136, 300), 5, 5},
+                                  {"d/loop0", S_IFBLK | 0660, makedev(7, 0), 0, 6},
+                                  {"a/suid_fifo", S_IFIFO | 04711, 0, 42, 43}};
+  for (auto& sp : specials) {
+    const std::string p = r + "/" + sp.path;
+    ASSERT_EQ(::mknod(p.c_str(), sp.mode, sp.rdev), 0) << p << ": " << err();
+    ASSERT_EQ(::chown(p.c_str(), sp.uid, sp.gid), 0) << err();
+    ASSERT_EQ(::chmod(p.c_str(), sp.mode & 07777), 0) << err();
+  }
+  const timespec old_times[2] = {{1000, 1}, {2000, 2}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (r + "/d/loop0").c_str(), old_times, 0), 0) << err();
+  ASSERT_EQ(::rename((r + "/fifo").c_str(), (r + "/a/b/c/fifo_moved").c_str()), 0) << err();
 
   const auto want = snapshot_tree(r);
-  ASSERT_EQ(want.size(), std::size(dirs) + files.size() + 3);
+  ASSERT_EQ(want.size(), std::size(dirs) + files.size() + 3 + std::size(specials));
 
   m.unmount();
   ASSERT_TRUE(m.mount_ok());

@@ -10,7 +10,7 @@
 //     and then with one of the allowed errors; it succeeds otherwise;
 //   - after a reopen (Close + Open: everything written out and read back from
 //     the segments and the index) the whole tree equals the model: names,
-//     types, modes, sizes, contents, xattrs, symlink targets.
+//     types, modes, sizes, contents, xattrs, symlink targets, device numbers.
 // A mismatch aborts with a description of the operation.
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -45,8 +45,10 @@ constexpr uint64_t kMiB = 1ull << 20;
 // The model.
 
 struct MNode {
-  enum Kind { kFile, kDir, kLink } kind = kFile;
-  std::string data;  // file contents, or the symlink's target
+  // kSpecial: a FIFO, socket or device node (type, rdev), metadata only.
+  enum Kind { kFile, kDir, kLink, kSpecial } kind = kFile;
+  std::string data;             // file contents, or the symlink's target
+  uint32_t type = 0, rdev = 0;  // kSpecial
   uint32_t mode = 0644;
   std::map<std::string, std::string> xattrs;
 };
@@ -360,7 +362,14 @@ class Harness {
         break;
       case 16: op_stat(in, buf); break;
       case 17: op_cold(in, buf); break;
-      case 18: op_symlink(in, buf); break;
+      case 18:
+        // Split by the upper values of the byte, so that the committed
+        // corpus (op 18) still makes symlinks.
+        if ((op / 21) % 2)
+          op_mknod(in, buf);
+        else
+          op_symlink(in, buf);
+        break;
       case 19: op_chmod_forget(in, buf); break;
       case 20: op_stale_open(in, buf); break;
     }
@@ -391,9 +400,10 @@ class Harness {
     MRef n = model_get(path);
     if (n && excl) return expect(r.status(), {Code::kExists});
     if (n && n->kind == MNode::kDir) return expect(r.status(), {Code::kIsDir});
-    if (n && n->kind == MNode::kLink) {
-      // O_CREAT on a symlink: the kernel follows it before asking us; the
-      // store itself refuses to open it as a file.
+    if (n && (n->kind == MNode::kLink || n->kind == MNode::kSpecial)) {
+      // O_CREAT on a symlink: the kernel follows it before asking us; a
+      // FIFO or device it opens itself. The store refuses to open either as
+      // a file.
       return expect(r.status(), {Code::kInvalid});
     }
     expect(r.status(), {});
@@ -429,7 +439,8 @@ class Harness {
     expect(a.status(), {});
     auto r = store_->open(a->ino, O_RDWR | (trunc ? O_TRUNC : 0));
     if (n->kind == MNode::kDir) return expect(r.status(), {Code::kIsDir});
-    if (n->kind == MNode::kLink) return expect(r.status(), {Code::kInvalid});
+    if (n->kind == MNode::kLink || n->kind == MNode::kSpecial)
+      return expect(r.status(), {Code::kInvalid});
     expect(r.status(), {});
     if (trunc) n->data.clear();
     h = Handle{*r, n, a->ino};
@@ -520,7 +531,8 @@ class Harness {
     expect(a.status(), {});
     auto t = store_->setattr(a->ino, r, nullptr);
     if (n->kind == MNode::kDir) return expect(t.status(), {Code::kIsDir});
-    if (n->kind == MNode::kLink) return expect(t.status(), {Code::kInvalid});
+    if (n->kind == MNode::kLink || n->kind == MNode::kSpecial)
+      return expect(t.status(), {Code::kInvalid});
     expect(t.status(), {});
     n->data.resize(size, '\0');
   }
@@ -654,6 +666,33 @@ class Harness {
     model_[path] = n;
   }
 
+  void op_mknod(Input& in, char* buf) {
+    std::string dir = kParents[in.u8() % kParents.size()];
+    std::string name = kNames[in.u8() % kNames.size()];
+    const std::string path = join(dir, name);
+    const uint8_t t = in.u8();
+    static constexpr uint32_t kTypes[] = {S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK};
+    const uint32_t type = kTypes[t % 4];
+    const uint32_t rdev = type == S_IFCHR || type == S_IFBLK ? t * 0x10101u + 1 : 0;
+    const uint32_t mode = (t & 4) ? 0600 : 0644;
+    std::snprintf(buf, 160, "mknod %s type %o rdev %x", path.c_str(), type, rdev);
+    last_ = buf;
+    uint64_t p;
+    if (!walk(dir, &p)) return;
+    auto a = store_->mknod(p, name, type | mode, rdev, kvfs::Caller{});
+    if (parent_is_file(dir)) return expect(a.status(), {Code::kNotDir});
+    if (model_get(path)) return expect(a.status(), {Code::kExists});
+    expect(a.status(), {});
+    ++lookups_[a->ino];
+    auto n = std::make_shared<MNode>();
+    n->kind = MNode::kSpecial;
+    n->type = type;
+    n->rdev = rdev;
+    n->mode = mode;
+    check_attr(*a, *n, path);
+    model_[path] = n;
+  }
+
   void op_xattr(Input& in, char* buf) {
     const uint8_t what = in.u8();
     std::string dir = kParents[in.u8() % kParents.size()];
@@ -668,8 +707,9 @@ class Harness {
     MRef n = model_get(path);
     if (!n) return expect(a.status(), {Code::kNotFound});
     expect(a.status(), {});
-    // The kernel refuses user.* xattrs on symlinks before asking us.
-    if (n->kind == MNode::kLink) return;
+    // The kernel refuses user.* xattrs on symlinks and special files before
+    // asking us.
+    if (n->kind == MNode::kLink || n->kind == MNode::kSpecial) return;
     const uint64_t ino = a->ino;
     switch (what % 6) {
       case 0:
@@ -747,15 +787,17 @@ class Harness {
   }
 
   void check_attr(const kvfs::Attr& a, const MNode& n, const std::string& path) {
-    const uint32_t type = n.kind == MNode::kDir    ? S_IFDIR
-                          : n.kind == MNode::kLink ? S_IFLNK
-                                                   : S_IFREG;
+    const uint32_t type = n.kind == MNode::kDir       ? S_IFDIR
+                          : n.kind == MNode::kLink    ? S_IFLNK
+                          : n.kind == MNode::kSpecial ? n.type
+                                                      : S_IFREG;
     if ((a.mode & S_IFMT) != type)
       fail("%s: type %o, model %o", path.c_str(), a.mode & S_IFMT, type);
     if (n.kind != MNode::kLink && (a.mode & 07777) != n.mode)
       fail("%s: mode %o, model %o", path.c_str(), a.mode & 07777, n.mode);
     if (n.kind != MNode::kDir && a.size != n.data.size())
       fail("%s: size %lu, model %zu", path.c_str(), a.size, n.data.size());
+    if (a.rdev != n.rdev) fail("%s: rdev %x, model %x", path.c_str(), a.rdev, n.rdev);
   }
 
   // The kernel looked a name up, then the name was unlinked or replaced by a
@@ -879,6 +921,8 @@ class Harness {
         auto t = store_->readlink(a->ino);
         expect(t.status(), {});
         if (*t != n.data) fail("symlink %s: target differs", path.c_str());
+      } else if (n.kind == MNode::kSpecial) {
+        expect(store_->open(a->ino, O_RDONLY).status(), {Code::kInvalid});
       } else {
         auto f = store_->open(a->ino, O_RDONLY);
         expect(f.status(), {});

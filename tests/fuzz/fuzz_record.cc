@@ -33,7 +33,8 @@ bool same_snapshot(const InodeSnapshot& a, const InodeSnapshot& b) {
   if (a.ino != b.ino || a.seq != b.seq || a.parent != b.parent || a.name != b.name ||
       a.mode != b.mode || a.uid != b.uid || a.gid != b.gid || a.size != b.size ||
       a.atime_ns != b.atime_ns || a.mtime_ns != b.mtime_ns || a.ctime_ns != b.ctime_ns ||
-      a.symlink != b.symlink || a.xattrs != b.xattrs || a.extents.size() != b.extents.size())
+      a.symlink != b.symlink || a.xattrs != b.xattrs || a.rdev != b.rdev ||
+      a.extents.size() != b.extents.size())
     return false;
   for (size_t i = 0; i < a.extents.size(); ++i)
     if (a.extents[i].idx != b.extents[i].idx || !(a.extents[i].ext == b.extents[i].ext))
