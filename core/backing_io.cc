@@ -142,13 +142,17 @@ BackingIo::BackingIo(double timeout_s, unsigned threads)
 }
 
 BackingIo::~BackingIo() {
+  stop();
+}
+
+void BackingIo::stop() {
   {
     std::lock_guard l(s_->mu);
     s_->stop = true;
   }
   s_->work_cv.notify_all();
   s_->monitor_cv.notify_all();
-  monitor_.join();
+  if (monitor_.joinable()) monitor_.join();
   // I/O threads hold the state themselves: an idle one exits now, one stuck
   // in a backing call exits when the call returns (or with the process).
 }

@@ -52,6 +52,10 @@ class BackingIo {
   // Stops the monitor and the idle I/O threads. A thread still inside a
   // backing call is detached: the process is exiting (see Close()).
   ~BackingIo();
+  // Stops the monitor and lets idle I/O threads exit; later run() calls
+  // fail. Idempotent (Close() calls it: nothing may log after the daemon's
+  // logger is gone).
+  void stop();
   BackingIo(const BackingIo&) = delete;
   BackingIo& operator=(const BackingIo&) = delete;
 

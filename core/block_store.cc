@@ -107,6 +107,7 @@ Status BlockStore::Close() {
   // Nothing writes the index any more: close it now, so that a caller that
   // exits without destroying the store (see fs/main.cc) leaves it closed.
   if (index_) index_->close();
+  if (io_) io_->stop();
   return st;
 }
 

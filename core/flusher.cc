@@ -66,6 +66,7 @@ Status Flusher::stop() {
     // A worker stuck in a backing call can be neither joined nor destroyed
     // (its segment's close would block too): the threads are left to the
     // process exit, which the caller does next (fs/main.cc).
+    abandoned_ = true;
     for (auto& w : workers_) w->thread.detach();
     for (auto& w : workers_) (void)w.release();
     workers_.clear();
@@ -341,6 +342,7 @@ void Flusher::serve_ungated(Worker* w) {
 
 void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<RecordEntry>& meta,
                            const LogPos& pos, bool sync) {
+  if (abandoned_.load()) return;  // see fail_batch
   Status cs;
   std::vector<RecordEntry> tombs;
   {
@@ -450,6 +452,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
 
 void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                          const Status& st) {
+  if (abandoned_.load()) return;  // the process is exiting under this thread
   (st.code() == Status::Code::kNoSpace ? enospc_ : io_errors_).fetch_add(1);
   if (st.code() == Status::Code::kNoSpace) {
     store_->no_space_ = true;

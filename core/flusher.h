@@ -137,6 +137,9 @@ class Flusher {
 
   std::atomic<uint64_t> flushed_files_{0}, flushed_bytes_{0}, batches_{0};
   std::atomic<uint64_t> enospc_{0}, io_errors_{0};
+  // stop() gave up on workers stuck in the backing dir: one that gets its
+  // answer while the process exits must not touch the index or the log.
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace kvfs
