@@ -486,13 +486,18 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   for (auto& i : st.segs_->list())
     if (i.id == seg && (i.live != 0 || i.open || i.applied < i.valid)) blocked = true;
   if (blocked) return false;
+  std::string path;
   {
+    // Readers that chose an extent in it hold this shared until their read
+    // completes; once forgotten, none can choose one. The unlink itself (a
+    // round trip on NFS, unbounded when it stalls) runs after, so that RAM
+    // hits, which take reclaim_mu_ shared too, never wait for it.
     std::unique_lock rl(st.reclaim_mu_);
-    Status s = st.segs_->remove_segment(seg);
-    if (!s.ok()) {
-      spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
-      return false;
-    }
+    path = st.segs_->forget_segment(seg);
+  }
+  if (Status s = st.segs_->unlink_segment(path); !s.ok()) {
+    spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
+    return false;
   }
   // The index forgets the segment too; if this is lost in a crash, the next
   // mount logs it as gone (with nothing in it).

@@ -362,16 +362,18 @@ uint64_t SegmentStore::live_bytes() const {
   return n;
 }
 
-Status SegmentStore::remove_segment(uint64_t id) {
-  std::string path;
-  {
-    std::unique_lock l(mu_);
-    auto it = segs_.find(id);
-    if (it == segs_.end()) return Status::OK();
-    path = it->second.path;
-    segs_.erase(it);
-    read_fds_.erase(id);  // closed by the last read still using it
-  }
+std::string SegmentStore::forget_segment(uint64_t id) {
+  std::unique_lock l(mu_);
+  auto it = segs_.find(id);
+  if (it == segs_.end()) return "";
+  std::string path = std::move(it->second.path);
+  segs_.erase(it);
+  read_fds_.erase(id);  // closed by the last read still using it
+  return path;
+}
+
+Status SegmentStore::unlink_segment(const std::string& path) {
+  if (path.empty()) return Status::OK();
   auto body = [path]() -> Status {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
       return Status::FromErrno(errno, "unlink " + path);

@@ -77,9 +77,13 @@ class SegmentStore {
 
   std::vector<SegmentInfo> list() const;
   bool has_segment(uint64_t id) const;
-  // Forgets the segment and unlinks its file (under the deadline: TimedOut
-  // leaves the unlink running; the segment is forgotten either way).
-  Status remove_segment(uint64_t id);
+  // Deleting a segment, in two steps: forget_segment() drops it from the
+  // store (no read can start on it after) and returns its path ("" if
+  // unknown); unlink_segment() removes the file, under the deadline
+  // (TimedOut leaves the unlink running). The caller keeps readers out only
+  // for the first: an unlink on NFS may take long.
+  std::string forget_segment(uint64_t id);
+  Status unlink_segment(const std::string& path);
 
   // Walks the records of one segment in order from offset `from` (a record
   // start), stopping quietly at the first torn or corrupt record (the tail of

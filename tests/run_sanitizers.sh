@@ -32,7 +32,7 @@ case "$mode" in
     sanitize="address,undefined"
     targets=(kvfs kvfs-admin no_uring_exec status_config_test record_test namespace_load_test
              ram_tier_test block_store_test evictor_test index_test recovery_test
-             fuzz_record_smoke fuzz_ops_smoke)
+             backing_io_test fuzz_record_smoke fuzz_ops_smoke)
     ctest_filter=()
     ;;
   tsan)
