@@ -283,6 +283,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
     // Reserve before locking: waiting for the flushers with the inode lock
     // held would stop them from capturing this very inode.
     Status rs = ram_->reserve_dirty(kBlockSize);
+    if (rs.code() == Status::Code::kTimedOut) io_->count_timeout();
     if (!rs.ok()) {
       if (pos > 0) return pos;
       return rs;
