@@ -171,7 +171,9 @@ Status BackingIo::run(const std::string& what, std::function<Status()> fn) {
     }
     job->id = s_->begin_locked(what);
     s_->jobs.push_back(job);
-    if (s_->idle == 0 && s_->threads < s_->max_threads) {
+    // One thread per queued call, up to the cap: concurrent cold reads of
+    // several clients overlap, as they did on the FUSE threads.
+    if (s_->idle < s_->jobs.size() && s_->threads < s_->max_threads) {
       ++s_->threads;
       std::thread([s = s_] { s->worker(); }).detach();
     }
