@@ -144,7 +144,7 @@ class SegmentStore {
   uint64_t next_id_ = 1;                                            // guarded by mu_
 };
 
-// Appends records to one segment. Writes are queued on an io_uring (plain
+// Appends records to one segment (segment_writer.cc). Writes are queued on an io_uring (plain
 // pwrite when io_uring is unavailable) and complete at sync(), which also
 // fdatasyncs: data is durable before the caller commits the index.
 // Not thread-safe: one flusher owns it.
