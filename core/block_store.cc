@@ -310,10 +310,13 @@ Result<Attr> BlockStore::mknod(uint64_t parent, std::string_view name, uint32_t 
   if (!S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode))
     return Status::Invalid("unknown file type");
   const bool dev = S_ISCHR(mode) || S_ISBLK(mode);
+  return make_node(parent, name,
+                   {(mode & S_IFMT) | (mode & 07777), c.uid, c.gid, {}, dev ? rdev : 0});
+}
+
+Result<Attr> BlockStore::make_node(uint64_t parent, std::string_view name, const NewNode& n) {
   bool created;
-  auto r = ns_->create(parent, name,
-                       {(mode & S_IFMT) | (mode & 07777), c.uid, c.gid, {}, dev ? rdev : 0}, true,
-                       &created);
+  auto r = ns_->create(parent, name, n, true, &created);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
   std::lock_guard g(in->mu);
@@ -340,14 +343,7 @@ Result<Attr> BlockStore::symlink(uint64_t parent, std::string_view name, std::st
                                  const Caller& c) {
   KVFS_RETURN_IF_ERROR(check_writable());
   if (target.empty() || target.size() > 4095) return Status::NameTooLong("symlink target");
-  bool created;
-  auto r = ns_->create(parent, name, {S_IFLNK | 0777, c.uid, c.gid, std::string(target)}, true,
-                       &created);
-  if (!r.ok()) return r.status();
-  InodeRef& in = *r;
-  std::lock_guard g(in->mu);
-  in->nlookup.fetch_add(1);
-  return attr_locked(*in);
+  return make_node(parent, name, {S_IFLNK | 0777, c.uid, c.gid, std::string(target)});
 }
 
 Result<std::string> BlockStore::readlink(uint64_t ino) {

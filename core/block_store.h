@@ -219,6 +219,9 @@ class BlockStore : public Journal {
   bool data_unused_locked(const Inode& in) const;
   void mark_dirty_locked(Inode& in);
   InodeSnapshot snapshot_locked(const Inode& in, uint64_t parent, std::string_view name);
+  // Creates a data-less inode (symlink, FIFO, socket, device), journaled at
+  // once; +1 kernel ref.
+  Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);
   Status check_writable() const;
 
   StoreConfig cfg_;

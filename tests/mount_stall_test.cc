@@ -21,9 +21,7 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,10 +44,6 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-bool have(const std::string& what) {
-  return run_command({"sh", "-c", "command -v " + what}).exit_code == 0;
-}
-
 // Polls cond every 20 ms until it holds or `seconds` pass.
 template <typename F>
 bool eventually(F cond, double seconds) {
@@ -62,10 +56,9 @@ bool eventually(F cond, double seconds) {
 }
 
 std::string slurp_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string s;
+  (void)read_file(path, &s);
+  return s;
 }
 
 // Reads a whole file with O_DIRECT (the daemon's bytes, not the page cache).

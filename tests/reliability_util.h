@@ -112,6 +112,11 @@ inline uint64_t stat_u64(const nlohmann::json& j, const char* ptr) {
   return j.contains(p) && j.at(p).is_number_unsigned() ? j.at(p).get<uint64_t>() : 0;
 }
 
+// True if the command is on PATH (tools some tests need: bindfs, fiu-run).
+inline bool have(const std::string& what) {
+  return run_command({"sh", "-c", "command -v " + what}).exit_code == 0;
+}
+
 // True while pid runs: exists and is not a zombie (a daemonized kvfs is
 // reparented, and its new parent may be slow to reap it).
 inline bool process_alive(pid_t pid) {

@@ -42,10 +42,6 @@ using json = nlohmann::json;
 constexpr size_t kMiB = 1 << 20;
 constexpr int kEIO = 5, kENOSPC = 28;
 
-bool have(const std::string& what) {
-  return run_command({"sh", "-c", "command -v " + what}).exit_code == 0;
-}
-
 const char* kPosixPreload = "/usr/lib/fiu/fiu_posix_preload.so";
 
 // A kvfs mount whose daemon runs under fiu-run, without io_uring.
