@@ -193,7 +193,7 @@ Status Evictor::wait_for_room(uint64_t bytes, const std::function<void()>& serve
   wanted_ -= bytes;
   if (granted) return Status::OK();
   enospc_.fetch_add(1);
-  return Status::NoSpace(
+  return Status::AtCapacity(
       "backing dir is at its capacity (" + format_size(capacity_.load()) +
       ") and nothing can be evicted (segments " + std::to_string(store_->segs_->used_bytes()) +
       " B, live " + std::to_string(store_->segs_->live_bytes()) + " B, in flight " +

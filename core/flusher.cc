@@ -201,8 +201,7 @@ void Flusher::run(Worker* w) {
       if (part->empty() && m.empty()) continue;
       LogPos pos;
       Status st = write_batch(w, *part, m, /*gate=*/part == &data, &pos);
-      if (st.code() == Status::Code::kNoSpace &&
-          st.message().find("capacity") == std::string::npos) {
+      if (st.code() == Status::Code::kNoSpace) {
         // The backing filesystem filled up before the cap: evict below what
         // is used, then try once more in a fresh segment.
         w->writer.reset();
@@ -211,10 +210,13 @@ void Flusher::run(Worker* w) {
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
+        seal_if_full(w);
       } else {
-        if (st.code() != Status::Code::kNoSpace ||
-            st.message().find("capacity") == std::string::npos)
-          w->writer.reset();  // a failed segment is never appended to again
+        // A failed segment is never appended to again. One refused room is
+        // sealed too: the evictor never reclaims an open segment, so a full
+        // one (all dead by now, say) held open by a writer waiting for room
+        // would keep that room from it for good.
+        w->writer.reset();
         fail_batch(*part, m, st);
       }
     }
@@ -244,7 +246,7 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
       if (e) e->release_room(n);
     }
   } release{gate ? store_->evictor_.get() : nullptr, grant};
-  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
+  seal_if_full(w);
   if (!w->writer) {
     auto nw = store_->segs_->new_writer();
     if (!nw.ok()) return nw.status();
@@ -300,10 +302,18 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
   Status st = write_batch(w, part, meta, /*gate=*/false, &pos);
   if (st.ok()) {
     finish_batch(part, meta, pos, sync);
+    seal_if_full(w);
     return;
   }
   w->writer.reset();  // a failed segment is never appended to again
   fail_batch(part, meta, st);
+}
+
+void Flusher::seal_if_full(Worker* w) {
+  // Sealed as soon as it is full, not at the next batch, which may wait long
+  // for room: only a sealed segment can be reclaimed. After the commit, so
+  // that the evictor never sees it sealed before the index has it.
+  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
 }
 
 void Flusher::serve_ungated(Worker* w) {
@@ -453,13 +463,12 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
 void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                          const Status& st) {
   if (abandoned_.load()) return;  // the process is exiting under this thread
-  (st.code() == Status::Code::kNoSpace ? enospc_ : io_errors_).fetch_add(1);
-  if (st.code() == Status::Code::kNoSpace) {
-    store_->no_space_ = true;
-    // The backing filesystem itself may be full before the cap: evict below
-    // what is used now.
-    if (st.message().find("capacity") == std::string::npos) store_->evictor_->backing_full();
-  }
+  const bool full = st.code() == Status::Code::kNoSpace;
+  (full || st.code() == Status::Code::kAtCapacity ? enospc_ : io_errors_).fetch_add(1);
+  if (full || st.code() == Status::Code::kAtCapacity) store_->no_space_ = true;
+  // The backing filesystem itself is full before the cap: evict below what
+  // is used now.
+  if (full) store_->evictor_->backing_full();
   uint64_t held = 0;
   if (g_flush_err_log.allow(&held))
     spdlog::error("flush of {} files failed, will retry: {} ({} similar errors not shown)",

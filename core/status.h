@@ -35,6 +35,7 @@ class [[nodiscard]] Status {
     kReadOnly,      // EROFS
     kStale,         // ESTALE: the inode went since the kernel looked it up
     kTimedOut,      // EIO: the backing dir did not answer within io_timeout
+    kAtCapacity,    // ENOSPC: at the cap (not a full filesystem), nothing evictable
   };
 
   Status() = default;
@@ -59,6 +60,7 @@ class [[nodiscard]] Status {
   static Status ReadOnly(std::string m = {}) { return {Code::kReadOnly, std::move(m)}; }
   static Status Stale(std::string m = {}) { return {Code::kStale, std::move(m)}; }
   static Status TimedOut(std::string m = {}) { return {Code::kTimedOut, std::move(m)}; }
+  static Status AtCapacity(std::string m = {}) { return {Code::kAtCapacity, std::move(m)}; }
   // From a syscall's errno, for the few places core calls the OS directly.
   static Status FromErrno(int err, std::string m);
 

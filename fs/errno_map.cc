@@ -15,7 +15,8 @@ int to_errno(const Status& s) {
     case C::kNotEmpty: return ENOTEMPTY;
     case C::kNameTooLong: return ENAMETOOLONG;
     case C::kInvalid: return EINVAL;
-    case C::kNoSpace: return ENOSPC;
+    case C::kNoSpace:
+    case C::kAtCapacity: return ENOSPC;
     case C::kIOError: return EIO;
     case C::kCorruption: return EIO;
     case C::kFileTooBig: return EFBIG;

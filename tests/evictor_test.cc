@@ -115,7 +115,7 @@ TEST_F(EvictorTest, GracePeriodProtectsAndThenEnospc) {
     if (!err.ok()) break;
     ++written;
   }
-  EXPECT_EQ(err.code(), Status::Code::kNoSpace) << err.ToString();
+  EXPECT_EQ(err.code(), Status::Code::kAtCapacity) << err.ToString();
   EXPECT_LE(backing_bytes(), 64 * kMiB + 4 * kMiB);
   // Nothing committed was lost, and the first file still reads.
   EXPECT_TRUE(exists(kRootIno, "g0"));

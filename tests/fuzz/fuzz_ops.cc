@@ -88,6 +88,7 @@ const char* code_name(Code c) {
     case Code::kReadOnly: return "EROFS";
     case Code::kStale: return "ESTALE";
     case Code::kTimedOut: return "EIO(timeout)";
+    case Code::kAtCapacity: return "ENOSPC(cap)";
   }
   return "?";
 }
