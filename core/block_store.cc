@@ -20,15 +20,16 @@
 
 namespace kvfs {
 
-BlockStore::BlockStore(const StoreConfig& cfg) : cfg_(cfg) {}
+BlockStore::BlockStore(const StoreConfig& cfg, const Clock* clock)
+    : cfg_(cfg), clock_(clock ? clock : &system_clock()) {}
 
 BlockStore::~BlockStore() {
   (void)Close();
 }
 
-Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
+Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, const Clock* clock) {
   KVFS_RETURN_IF_ERROR(cfg.validate());
-  std::unique_ptr<BlockStore> s(new BlockStore(cfg));
+  std::unique_ptr<BlockStore> s(new BlockStore(cfg, clock));
   // As many backing calls in flight as FUSE workers can wait on.
   s->io_ = std::make_unique<BackingIo>(cfg.io_timeout_s, 16);
   auto segs = SegmentStore::Open(cfg, s->io_.get());
@@ -51,9 +52,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg) {
                              " only; give a smaller segment_size or an explicit capacity");
   }
   s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
-  s->ns_ = std::make_unique<Namespace>(static_cast<Journal*>(s.get()));
+  s->ns_ = std::make_unique<Namespace>(static_cast<Journal*>(s.get()), s->clock_);
   s->flusher_ = std::make_unique<Flusher>(s.get());
-  s->evictor_ = std::make_unique<Evictor>(s.get());
+  s->evictor_ = std::make_unique<Evictor>(s.get(), s->clock_);
   KVFS_RETURN_IF_ERROR(s->load());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
@@ -222,7 +223,7 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   Attr a = attr_locked(*in);
   fix_nlink(in, &a);
   in->nlookup.fetch_add(1);
-  in->touch(now_ns());
+  in->touch(clock_->now_ns());
   if (S_ISREG(a.mode)) file_lookups_.fetch_add(1, std::memory_order_relaxed);
   return a;
 }
@@ -231,7 +232,7 @@ Result<Attr> BlockStore::getattr(uint64_t ino) {
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
-  in->touch(now_ns());
+  in->touch(clock_->now_ns());
   std::shared_lock ns(ns_->mu());
   std::lock_guard g(in->mu);
   // Evicted or dropped: the kernel's cached name is stale, make it a miss.
@@ -256,7 +257,7 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   InodeRef& in = *rn;
   std::shared_lock ns(ns_->mu());
   std::lock_guard g(in->mu);
-  const int64_t t = now_ns();
+  const int64_t t = clock_->now_ns();
   bool meta = false;
   if (r.set_size) {
     if (!in->is_reg()) return in->is_dir() ? Status::IsDir() : Status::Invalid("not a file");
@@ -417,7 +418,7 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
   if (in->xattrs.size() >= 1024 && it == in->xattrs.end())
     return Status::NoSpace("too many xattrs");
   in->xattrs[name] = std::string(value);
-  in->ctime_ns = now_ns();
+  in->ctime_ns = clock_->now_ns();
   mark_dirty_locked(*in);
   if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
   return Status::OK();
@@ -448,7 +449,7 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   InodeRef& in = *r;
   std::lock_guard g(in->mu);
   if (in->xattrs.erase(name) == 0) return Status::NoData();
-  in->ctime_ns = now_ns();
+  in->ctime_ns = clock_->now_ns();
   mark_dirty_locked(*in);
   if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
   return Status::OK();

@@ -115,7 +115,10 @@ class BlockStore : public Journal {
  public:
   // Opens the backing dir and the index; rebuilds the index from the segments
   // when it is missing, belongs to another backing dir, or is unreadable.
-  static Result<std::unique_ptr<BlockStore>> Open(const StoreConfig& cfg);
+  // clock: the time for file times, LRU order and grace periods (tests pass
+  // a ManualClock; it must outlive the store); nullptr is the real clock.
+  static Result<std::unique_ptr<BlockStore>> Open(const StoreConfig& cfg,
+                                                  const Clock* clock = nullptr);
   ~BlockStore() override;
 
   // Writes every dirty file, stops the flushers and closes the index; the
@@ -201,7 +204,7 @@ class BlockStore : public Journal {
  private:
   friend class Flusher;
   friend class Evictor;
-  explicit BlockStore(const StoreConfig& cfg);
+  BlockStore(const StoreConfig& cfg, const Clock* clock);
   Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) override;
   Status load();
   // Reads every inode of the index into the namespace (not yet linked).
@@ -225,6 +228,7 @@ class BlockStore : public Journal {
   Status check_writable() const;
 
   StoreConfig cfg_;
+  const Clock* const clock_;
   bool rebuilt_ = false;
   bool caught_up_ = false;  // the mount's catch-up applied entries
   CatchUpStats catch_up_;

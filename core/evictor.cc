@@ -37,7 +37,7 @@ uint64_t live_bytes_locked(const Inode& in) {
 
 }  // namespace
 
-Evictor::Evictor(BlockStore* store) : store_(store) {
+Evictor::Evictor(BlockStore* store, const Clock* clock) : store_(store), clock_(clock) {
   capacity_ = store->cfg_.capacity;
   grace_ns_ = static_cast<int64_t>(store->cfg_.evict_grace_s * kSec);
 }
@@ -225,7 +225,7 @@ std::vector<Evictor::Cand> Evictor::candidates(const std::function<bool(Inode&)>
 
 uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reason why,
                          EvictResult* res, const std::function<bool(Inode&)>& extra) {
-  const int64_t now = now_ns();
+  const int64_t now = clock_->now_ns();
   std::vector<Namespace::Removed> out;
   Status s = store_->ns_->remove_many(
       victims,
@@ -313,7 +313,7 @@ void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
 
 uint64_t Evictor::housekeep_now() {
   std::lock_guard p(pass_mu_);
-  return housekeeping(now_ns());
+  return housekeeping(clock_->now_ns());
 }
 
 uint64_t Evictor::housekeeping(int64_t now) {
@@ -543,7 +543,7 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
 
 void Evictor::pass(bool backing_full) {
   std::lock_guard p(pass_mu_);
-  const int64_t now = now_ns();
+  const int64_t now = clock_->now_ns();
   const int64_t hk_every = std::max<int64_t>(kSec, int64_t(store_->cfg_.tmp_max_age_s * kSec) / 10);
   if (now - last_housekeeping_ >= std::min<int64_t>(hk_every, 60 * kSec)) {
     last_housekeeping_ = now;
@@ -589,7 +589,7 @@ void Evictor::pass(bool backing_full) {
 
 Result<EvictResult> Evictor::evict(const EvictRequest& r) {
   std::lock_guard p(pass_mu_);
-  const int64_t now = now_ns();
+  const int64_t now = clock_->now_ns();
   EvictResult res;
   std::vector<InodeRef> v;
   auto take = [&](std::vector<Cand>& c) {

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/inode.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -73,7 +74,7 @@ struct EvictorStats {
 
 class Evictor {
  public:
-  explicit Evictor(BlockStore* store);
+  Evictor(BlockStore* store, const Clock* clock);
   ~Evictor();
 
   void start();
@@ -129,6 +130,7 @@ class Evictor {
   bool reclaim_segment(uint64_t seg, bool copy, int64_t now);
 
   BlockStore* const store_;
+  const Clock* const clock_;
   std::atomic<uint64_t> capacity_{0};
   std::atomic<int64_t> grace_ns_{0};
   std::atomic<uint64_t> inflight_{0};  // granted by wait_for_room, not yet written

@@ -48,13 +48,13 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
     if (!in->is_reg()) return Status::Invalid("not a regular file");
     if ((flags & O_TRUNC) && writable && in->size > 0) {
       KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
-      in->mtime_ns = in->ctime_ns = now_ns();
+      in->mtime_ns = in->ctime_ns = clock_->now_ns();
     }
   }
   ++in->open_count;
   if (writable) ++in->open_writers, ++in->active_writers;
   in->nlookup.fetch_add(1);
-  in->touch(now_ns());
+  in->touch(clock_->now_ns());
   *attr = attr_locked(*in);
   return track_handle(new OpenFile{in, writable, (flags & O_NOATIME) != 0});
 }
@@ -73,10 +73,10 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   // took) gets ESTALE: the VFS then looks the name up again and creates it,
   // where ENOENT would fail an open that must create.
   if (in->evicted) return writable ? Status::Stale("evicted") : Status::NotFound("evicted");
-  in->touch(now_ns());
+  in->touch(clock_->now_ns());
   if ((flags & O_TRUNC) && writable && in->size > 0) {
     KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
-    in->mtime_ns = in->ctime_ns = now_ns();
+    in->mtime_ns = in->ctime_ns = clock_->now_ns();
   }
   const bool keep_cache = !writable && in->open_writers == 0 && in->kernel_cache_ok;
   in->kernel_cache_ok = true;
@@ -224,7 +224,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
       }
       pieces.push_back(std::move(p));
     }
-    const int64_t t = now_ns();
+    const int64_t t = clock_->now_ns();
     in.touch(t);
     // relatime: enough for "last read" without a write per read.
     if (!f->noatime && (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000)) {
@@ -334,7 +334,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
         zero_tail(*s.buf, new_len);
         in->dirty_charge += used - freed;
         in->size = std::max<uint64_t>(in->size, cur + n);
-        in->mtime_ns = in->ctime_ns = now_ns();
+        in->mtime_ns = in->ctime_ns = clock_->now_ns();
         ++in->version;
         in->kernel_cache_ok = false;
         in->reclaiming = false;  // client data: the flush gate applies again

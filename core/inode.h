@@ -133,6 +133,5 @@ struct Attr {
   int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
-int64_t now_ns();
 
 }  // namespace kvfs

@@ -6,13 +6,7 @@
 
 namespace kvfs {
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-Namespace::Namespace(Journal* journal) : journal_(journal) {}
+Namespace::Namespace(Journal* journal, const Clock* clock) : journal_(journal), clock_(clock) {}
 
 Status Namespace::check_name(std::string_view name) {
   if (name.size() > kNameMax) return Status::NameTooLong();
@@ -167,7 +161,7 @@ Status Namespace::ensure_root(uint32_t uid, uint32_t gid) {
   root->mode = S_IFDIR | 0755;
   root->uid = uid;
   root->gid = gid;
-  root->atime_ns = root->mtime_ns = root->ctime_ns = now_ns();
+  root->atime_ns = root->mtime_ns = root->ctime_ns = clock_->now_ns();
   root->dir = std::make_unique<DirData>();
   KVFS_RETURN_IF_ERROR(journal_->journal({{root.get(), kRootIno, ""}}, {}));
   table_[kRootIno] = std::move(root);
@@ -250,7 +244,7 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
     return it->second;
   }
   auto in = std::make_shared<Inode>(next_ino_.fetch_add(1));
-  const int64_t t = now_ns();
+  const int64_t t = clock_->now_ns();
   in->mode = n.mode;
   in->uid = n.uid;
   in->gid = n.gid;
@@ -302,7 +296,7 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   if (victim->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}));
   unlink_locked(dir, victim);
   victim->linked = false;
-  const int64_t t = now_ns();
+  const int64_t t = clock_->now_ns();
   {
     std::lock_guard g(dir->mu);
     dir->mtime_ns = dir->ctime_ns = t;
@@ -363,7 +357,7 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   }
   unlink_locked(src_dir, src);
   link_locked(dst_dir, src, std::string(new_name));
-  const int64_t t = now_ns();
+  const int64_t t = clock_->now_ns();
   for (Inode* i : {src_dir, dst_dir, src.get()}) {
     std::lock_guard g(i->mu);
     i->ctime_ns = t;
@@ -420,7 +414,7 @@ Status Namespace::remove_many(const std::vector<InodeRef>& cands,
       return s;
     }
   }
-  const int64_t t = now_ns();
+  const int64_t t = clock_->now_ns();
   for (InodeRef& in : chosen) {
     auto p = table_.find(in->parent);
     if (p == table_.end()) continue;

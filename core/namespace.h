@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/inode.h"
 #include "core/record.h"
 #include "core/status.h"
@@ -54,7 +55,7 @@ inline constexpr unsigned kRenameExchange = 2;   // RENAME_EXCHANGE
 
 class Namespace {
  public:
-  explicit Namespace(Journal* journal);
+  Namespace(Journal* journal, const Clock* clock);
 
   std::shared_mutex& mu() const { return mu_; }
 
@@ -150,6 +151,7 @@ class Namespace {
   void drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans);
 
   Journal* const journal_;
+  const Clock* const clock_;
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, InodeRef> table_;  // guarded by mu_
   std::atomic<uint64_t> next_ino_{kRootIno + 1};

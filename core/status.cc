@@ -26,10 +26,10 @@ Status Status::FromErrno(int err, std::string m) {
 
 std::string Status::ToString() const {
   static const char* const kNames[] = {
-      "OK",         "NotFound", "Exists",  "NotDir",       "IsDir",      "NotEmpty", "NameTooLong",
-      "Invalid",    "NoSpace",  "IOError", "Corruption",   "FileTooBig", "NoData",   "Range",
-      "Permission", "Access",   "Busy",    "NotSupported", "ReadOnly",   "Stale",    "TimedOut",
-      "AtCapacity"};
+      "OK",          "NotFound", "Exists",     "NotDir",    "IsDir",      "NotEmpty",
+      "NameTooLong", "Invalid",  "NoSpace",    "IOError",   "Corruption", "FileTooBig",
+      "NoData",      "Range",    "Permission", "Access",    "Busy",       "NotSupported",
+      "ReadOnly",    "Stale",    "TimedOut",   "AtCapacity"};
   std::string s = kNames[static_cast<int>(code_)];
   if (!msg_.empty()) s += ": " + msg_;
   return s;

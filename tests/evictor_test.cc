@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/block_store.h"
+#include "core/clock.h"
 
 namespace kvfs {
 namespace {
@@ -27,7 +28,7 @@ class EvictorTest : public ::testing::Test {
     store_.reset();
     fs::remove_all(root_);
   }
-  void open_store(double grace, uint64_t capacity = 64 * kMiB) {
+  void open_store(double grace, uint64_t capacity = 64 * kMiB, const Clock* clock = nullptr) {
     StoreConfig c;
     c.backing_dir = root_ + "/backing";
     c.index_dir = root_ + "/index";
@@ -37,7 +38,7 @@ class EvictorTest : public ::testing::Test {
     c.capacity = capacity;
     c.evict_grace_s = grace;
     c.tmp_max_age_s = 3600;
-    auto s = BlockStore::Open(c);
+    auto s = BlockStore::Open(c, clock);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
@@ -69,6 +70,7 @@ class EvictorTest : public ::testing::Test {
   }
 
   std::string root_;
+  ManualClock clock_;  // for the tests that pass it; outlives store_
   std::unique_ptr<BlockStore> store_;
 };
 
@@ -254,6 +256,56 @@ TEST_F(EvictorTest, ReclaimedSegmentsKeepTheIndexRebuildable) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->mode & 07777, 0700u);
   EXPECT_TRUE(exists(again->ino, "r47"));
+}
+
+// The grace period is measured on the store's clock: once it has passed,
+// the files it protected are evicted in LRU order and writes go on (no sleep:
+// the test moves the clock).
+TEST_F(EvictorTest, WritesRefusedInGraceGoOnOnceTheGraceHasPassed) {
+  open_store(600, 64 * kMiB, &clock_);
+  Status err;
+  int written = 0;
+  for (; written < 40; ++written) {
+    put(kRootIno, "g" + std::to_string(written), 4 * kMiB, &err);
+    if (!err.ok()) break;
+    clock_.advance(1);  // an LRU order the evictor can see
+  }
+  ASSERT_EQ(err.code(), Status::Code::kAtCapacity) << err.ToString();
+  const int refused = written;  // (a lookup would make g0 recent: none here)
+  clock_.advance(601);
+  // The refused file is still in RAM: flushing it asks for room again, and
+  // now the evictor may take the oldest files to make it.
+  ASSERT_TRUE(store_->flush_all().ok());
+  put(kRootIno, "later", 4 * kMiB, &err);
+  EXPECT_TRUE(err.ok()) << err.ToString();
+  EXPECT_FALSE(exists(kRootIno, "g0"));  // the least recently used went first
+  EXPECT_TRUE(exists(kRootIno, "g" + std::to_string(refused - 1)));
+  EXPECT_GT(store_->evictor_stats().evicted_capacity, 0u);
+}
+
+TEST_F(EvictorTest, OlderThanAndTmpCleanupFollowTheClock) {
+  open_store(0, 1024 * kMiB, &clock_);
+  put(kRootIno, "old", kMiB);
+  put(kRootIno, "part.tmp", kMiB);  // tmp_max_age is an hour
+  clock_.advance(120);
+  put(kRootIno, "new", kMiB);
+  EvictRequest o;
+  o.kind = EvictRequest::Kind::kOlderThan;
+  o.older_than_s = 60;
+  auto res = store_->evict(o);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->files, 2u);  // old and part.tmp
+  EXPECT_FALSE(exists(kRootIno, "old"));
+  EXPECT_TRUE(exists(kRootIno, "new"));
+
+  put(kRootIno, "next.tmp", kMiB);
+  EXPECT_EQ(store_->housekeep(), 0u);  // minutes old: kept
+  EXPECT_TRUE(exists(kRootIno, "next.tmp"));
+  clock_.advance(3601);
+  EXPECT_LE(store_->housekeep(), 1u);  // the evictor's own pass may have been first
+  EXPECT_FALSE(exists(kRootIno, "next.tmp"));
+  EXPECT_EQ(store_->evictor_stats().evicted_tmp, 1u);
+  EXPECT_TRUE(exists(kRootIno, "new"));
 }
 
 }  // namespace

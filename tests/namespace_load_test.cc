@@ -36,7 +36,7 @@ InodeSnapshot snap(uint64_t ino, uint64_t parent, std::string name, bool dir, ui
 
 struct Loaded {
   CountingJournal journal;
-  Namespace ns{&journal};
+  Namespace ns{&journal, &system_clock()};
   std::vector<uint64_t> orphans;
 
   void load(std::vector<InodeSnapshot> snaps, bool check_cycles) {
