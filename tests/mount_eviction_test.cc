@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/control_client.h"
+#include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -31,7 +32,7 @@ const std::string kNoCache = "entry_timeout=0,attr_timeout=0,negative_timeout=0"
 uint64_t segment_bytes(const std::string& backing) {
   uint64_t n = 0;
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(backing + "/segments", ec)) {
+  for (auto& e : fs::directory_iterator(layout::segment_dir(backing), ec)) {
     std::error_code ec2;  // a segment may be deleted while we look
     uint64_t sz = e.file_size(ec2);
     if (!ec2) n += sz;

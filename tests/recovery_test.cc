@@ -15,6 +15,7 @@
 #include <set>
 
 #include "core/block_store.h"
+#include "core/disk_layout.h"
 #include "core/index.h"
 #include "core/segment_store.h"
 
@@ -100,8 +101,8 @@ class RecoveryTest : public ::testing::Test {
   }
   std::set<std::string> segment_files() {
     std::set<std::string> v;
-    for (auto& e : fs::directory_iterator(root_ + "/backing/segments"))
-      if (e.path().extension() == ".seg") v.insert(e.path().filename());
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing")))
+      if (layout::parse_segment_name(e.path().filename().string())) v.insert(e.path().filename());
     return v;
   }
 
@@ -188,7 +189,7 @@ TEST_F(RecoveryTest, UnknownSegmentsAreAppliedAndGoneOnesDropped) {
   EXPECT_TRUE(get(kRootIno, "two") == pattern(kMiB, 4));
   close_store();
   // The last segment removed by hand: what it held is a clean miss.
-  fs::remove(root_ + "/backing/segments/" + *segs.rbegin());
+  fs::remove(layout::segment_dir(root_ + "/backing") + "/" + *segs.rbegin());
   open_store();
   EXPECT_EQ(store_->catch_up_stats().gone_segments, 1u);
   EXPECT_TRUE(get(kRootIno, "one") == pattern(5 * kMiB, 3)) << get(kRootIno, "one").substr(0, 40);

@@ -23,6 +23,7 @@
 
 #include "core/buffer.h"
 #include "core/config.h"
+#include "core/disk_layout.h"
 #include "core/index.h"
 #include "core/inode.h"
 #include "core/record.h"
@@ -104,8 +105,9 @@ std::unique_ptr<SegmentStore> open_backing(const std::string& dir) {
     fail(kExitUnreachable, dir + " is not a directory");
   // SegmentStore::Open formats an empty directory: never do that to a
   // directory that is not a kvfs backing dir.
-  if (::access((std::string(buf) + "/kvfs.super").c_str(), F_OK) != 0)
-    fail(kExitUnreachable, dir + " is not a kvfs backing directory (no kvfs.super)");
+  if (::access(layout::super_path(buf).c_str(), F_OK) != 0)
+    fail(kExitUnreachable,
+         dir + " is not a kvfs backing directory (no " + layout::kSuperName + ")");
   StoreConfig cfg;
   cfg.backing_dir = buf;
   cfg.direct_io = false;
