@@ -16,9 +16,10 @@ die() {
   exit 1
 }
 
-# use_build DIR TARGET...: sets BENCH, NULLFS and KVFS (KVFS_BIN overrides it)
-# from DIR, else from build-bench or build, whichever has kvfs-bench; exits
-# unless every TARGET (cmake target: kvfs-bench, nullfs, kvfs) is built.
+# use_build DIR TARGET...: sets BENCH, NULLFS, KVFS (KVFS_BIN overrides it)
+# and ADMIN (kvfs-admin, the one client of the control file for scripts) from
+# DIR, else from build-bench or build, whichever has kvfs-bench; exits unless
+# every TARGET (cmake target: kvfs-bench, nullfs, kvfs, kvfs-admin) is built.
 use_build() {
   local build=$1 b t
   shift
@@ -33,9 +34,11 @@ use_build() {
   # shellcheck disable=SC2034 # for run_micro.sh
   NULLFS=$build/bench/nullfs
   KVFS=${KVFS_BIN:-$build/fs/kvfs}
+  ADMIN=$build/tools/kvfs-admin
   for t in "$@"; do
     case $t in
       kvfs) b=$KVFS ;;
+      kvfs-admin) b=$ADMIN ;;
       *) b=$build/bench/$t ;;
     esac
     [[ -x $b ]] || die "$b is missing (build $*)"

@@ -24,7 +24,7 @@
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-use_build "${1:-}" kvfs-bench kvfs
+use_build "${1:-}" kvfs-bench kvfs kvfs-admin
 need_root "drop_caches"
 
 N=${KVFS_SCALE_FILES:-1000000}
@@ -48,23 +48,16 @@ rss_mib() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$(kvfs_pid)/status"
 lookup() { bench scale "$KMNT" --phase lookup --files "$N" --samples 20000 "$@"; }
 # kstat FIELD...: the daemon's stats, one line of the given fields (a.b paths).
 kstat() {
-  python3 - "$KMNT/.kvfs-control" "$@" <<'EOF'
-import os, sys, json
-fd = os.open(sys.argv[1], os.O_RDWR); os.write(fd, b'{"cmd":"stats"}')
-out = b""
-while True:
-    b = os.pread(fd, 1 << 16, len(out))
-    if not b: break
-    out += b
-j = json.loads(out)
+  "$ADMIN" stats --json "$KMNT" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
 vals = []
-for f in sys.argv[2:]:
+for f in sys.argv[1:]:
     v = j
     for k in f.split("."):
         v = v.get(k, 0) if isinstance(v, dict) else 0
     vals.append(str(v))
-print(" ".join(vals))
-EOF
+print(" ".join(vals))' "$@"
 }
 NEW=${KVFS_SCALE_NEW:-20000}
 PROBE2=$KMNT/Qwen_Qwen3-8B_000000000002/config.json # salt 2: the catch-up phase

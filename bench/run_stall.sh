@@ -14,7 +14,7 @@
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-use_build "${1:-}" kvfs
+use_build "${1:-}" kvfs kvfs-admin
 need_root "FUSE mounts and SIGSTOP of the passthrough"
 command -v bindfs >/dev/null || die "bindfs is not installed (tools/install-deps.sh)"
 
@@ -52,12 +52,7 @@ for i in 0 1; do
   head -c 8M /dev/urandom >"$KMNT/cold/f$i"
   head -c 8M /dev/urandom >"$BACKING/plain/f$i"
 done
-python3 - "$KMNT" <<'EOF'
-import json, os, sys
-fd = os.open(sys.argv[1] + "/.kvfs-control", os.O_RDWR)
-os.write(fd, b'{"cmd":"flush","wait":true}')
-print(os.pread(fd, 1 << 16, 0).decode(), file=sys.stderr)
-EOF
+"$ADMIN" flush --wait "$KMNT" >&2
 fusermount3 -u "$KMNT"
 for _ in $(seq 600); do pgrep -f "$KVFS $BACKING" >/dev/null || break; sleep 0.1; done
 "$KVFS" "$BACKING" "$KMNT" -o "$kopts" # the RAM tier is empty: f0, f1 only in the backing dir
@@ -91,9 +86,8 @@ timed "stat" kvfs stat "$KMNT/cold/f1"
 timed "stat" plain stat "$BACKING/plain/f1"
 timed "readdir" kvfs ls "$KMNT/cold"
 timed "read of a file in RAM" kvfs dd if="$KMNT/hot" of=/dev/null bs=1M iflag=direct
-timed "kvfs-admin stats" kvfs python3 -c "
-import os; fd=os.open('$KMNT/.kvfs-control', os.O_RDWR); os.write(fd, b'{\"cmd\":\"stats\"}')
-import json; j=json.loads(os.pread(fd, 1<<20, 0)); assert j['backing']['stalled'], j['backing']"
+timed "kvfs-admin stats" kvfs sh -c "'$ADMIN' stats --json '$KMNT' | python3 -c \"
+import json, sys; j = json.load(sys.stdin); assert j['backing']['stalled'], j['backing']\""
 timed "write of a 4 MiB file into RAM" kvfs dd if=/dev/zero of="$KMNT/new" bs=1M count=4
 timed "write of a 4 MiB file" plain dd if=/dev/zero of="$BACKING/plain/new" bs=1M count=4
 timed "write of 256 MiB (4x the RAM tier)" kvfs dd if=/dev/zero of="$KMNT/big" bs=1M count=256

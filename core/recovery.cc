@@ -26,6 +26,30 @@ void LogFold::add(std::vector<RecordEntry>& entries) {
   }
 }
 
+std::vector<InodeSnapshot> LogFold::snapshots() const {
+  std::vector<InodeSnapshot> v;
+  for (const auto& [ino, l] : latest_)
+    if (!l.tomb) v.push_back(l.snap);
+  return v;
+}
+
+Result<SegmentScan> scan_segment(SegmentStore& segs, uint64_t id, uint64_t from, LogFold* fold) {
+  SegmentScan sc;
+  SegmentLogState seqs;
+  Status s = segs.scan(
+      id,
+      [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
+        ++sc.records;
+        for (const auto& e : entries) seqs.add_seq(e.snap.seq);
+        if (fold) fold->add(entries);
+      },
+      &sc.end, from);
+  if (!s.ok()) return s;
+  sc.min_seq = seqs.min_seq;
+  sc.max_seq = seqs.max_seq;
+  return sc;
+}
+
 namespace {
 
 constexpr const char* kLogFormatKey = "log_format";
@@ -99,20 +123,14 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
     SegmentLogState state = it == known.end() ? SegmentLogState{} : it->second;
     const bool seen = it != known.end();
     if (seen) known.erase(it);
-    uint64_t valid = state.end;
     if (seg.bytes > state.end) {
       // The index has not applied this far (or the tail is a crash's
       // preallocated zeros, which one header read tells).
-      uint64_t records = 0;
-      Status s = segs.scan(
-          seg.id,
-          [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
-            ++records;
-            for (const auto& e : entries) state.add_seq(e.snap.seq);
-            if (!adopt) fold.add(entries);
-          },
-          &valid, state.end);
-      if (!s.ok()) return s;
+      auto scan = scan_segment(segs, seg.id, state.end, adopt ? nullptr : &fold);
+      if (!scan.ok()) return scan.status();
+      state.add_seq(scan->min_seq);
+      state.add_seq(scan->max_seq);
+      const uint64_t records = scan->records, valid = scan->end;
       if (records > 0 && !adopt) {
         ++st->segments;
         if (!seen) ++st->new_segments;

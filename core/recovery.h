@@ -27,7 +27,7 @@ class Index;
 class SegmentStore;
 
 // The newest entry per inode of some stretch of the log: what a rebuild, a
-// catch-up and fsck fold the segments into.
+// catch-up and fsck fold the segments into. Not thread-safe (one scan fills it).
 class LogFold {
  public:
   struct Latest {
@@ -38,6 +38,9 @@ class LogFold {
   // Folds one record's entries in (they are consumed).
   void add(std::vector<RecordEntry>& entries);
   std::unordered_map<uint64_t, Latest>& latest() { return latest_; }
+  // The newest snapshot of every inode whose newest entry is not a
+  // tombstone: the namespace the folded log describes (copies; in no order).
+  std::vector<InodeSnapshot> snapshots() const;
   uint64_t max_seq() const { return max_seq_; }
   uint64_t max_ino() const { return max_ino_; }
 
@@ -45,6 +48,19 @@ class LogFold {
   std::unordered_map<uint64_t, Latest> latest_;
   uint64_t max_seq_ = 0, max_ino_ = 0;
 };
+
+// A segment's complete records from some offset on.
+struct SegmentScan {
+  uint64_t records = 0;               // complete records read
+  uint64_t end = 0;                   // where the last one ends (the start, if none)
+  uint64_t min_seq = 0, max_seq = 0;  // of their entries (0: none)
+};
+
+// Reads segment id's complete records from offset `from` to the first torn
+// or corrupt one, folding their entries into fold when one is given. The one
+// reading of the log that a catch-up and fsck share, so that they agree on
+// where a segment's valid records end and which entries are newest.
+Result<SegmentScan> scan_segment(SegmentStore& segs, uint64_t id, uint64_t from, LogFold* fold);
 
 struct CatchUpStats {
   uint64_t segments = 0;       // segments with records the index had not applied

@@ -11,25 +11,21 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "core/disk_layout.h"
 #include "core/log.h"
 #include "core/mounts.h"
 
 namespace kvfs {
 namespace {
-
-constexpr const char* kSuperName = "kvfs.super";
-constexpr const char* kLockName = "kvfs.lock";
-constexpr const char* kSegDir = "segments";
-constexpr int kFormat = 1;
 
 std::string random_id() {
   std::random_device rd;
@@ -49,7 +45,7 @@ Status fsync_dir(const std::string& dir) {
 
 // Reads or creates the superblock; returns the backing id.
 Result<std::string> load_superblock(const std::string& backing) {
-  std::string path = backing + "/" + kSuperName;
+  const std::string path = layout::super_path(backing);
   std::ifstream in(path);
   if (in) {
     std::string line, id;
@@ -60,16 +56,18 @@ Result<std::string> load_superblock(const std::string& backing) {
     }
     if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
       return Status::Corruption(path + " is not a kvfs superblock");
-    if (format != kFormat)
+    if (format != layout::kSuperFormat)
       return Status::NotSupported(path + ": format " + std::to_string(format) +
-                                  " is not supported (this kvfs reads format 1)");
+                                  " is not supported (this kvfs reads format " +
+                                  std::to_string(layout::kSuperFormat) + ")");
     return id;
   }
   std::string id = random_id();
-  std::string tmp = path + ".tmp";
+  const std::string tmp = backing + "/" + layout::kSuperTmpName;
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
-  std::string body = "kvfs-superblock\nid=" + id + "\nformat=" + std::to_string(kFormat) + "\n";
+  const std::string body = std::string(layout::kSuperMagic) + "\nid=" + id +
+                           "\nformat=" + std::to_string(layout::kSuperFormat) + "\n";
   bool ok = ::write(fd, body.data(), body.size()) == ssize_t(body.size()) && ::fsync(fd) == 0;
   int e = errno;
   ::close(fd);
@@ -86,16 +84,6 @@ std::string default_node() {
   for (char* p = host; *p; ++p)
     if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') n += *p;
   return n.empty() ? "node" : n;
-}
-
-bool parse_seg_name(const char* name, uint64_t* id) {
-  // <node>-<16 hex>.seg
-  size_t n = std::strlen(name);
-  if (n < 22 || std::strcmp(name + n - 4, ".seg") != 0 || name[n - 21] != '-') return false;
-  std::string hex(name + n - 20, 16);
-  if (hex.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
-  *id = std::strtoull(hex.c_str(), nullptr, 16);
-  return *id != 0;
 }
 
 std::string lock_holder(int fd) {
@@ -118,7 +106,7 @@ Status take_lock(int fd, const StoreConfig& cfg) {
   for (;;) {
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
     const int e = errno;
-    if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + cfg.backing_dir + "/" + kLockName);
+    if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + layout::lock_path(cfg.backing_dir));
     const std::string who = lock_holder(fd);
     const std::string mnt = kvfs_mount_of(cfg.backing_dir);
     if (!mnt.empty())
@@ -152,7 +140,7 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
     return Status::FromErrno(errno, "backing directory " + cfg.backing_dir + " is not writable");
 
   // The lock comes first: the superblock may be created only by its owner.
-  std::string lock_path = cfg.backing_dir + "/" + kLockName;
+  const std::string lock_path = layout::lock_path(cfg.backing_dir);
   s->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (s->lock_fd_ < 0) return Status::FromErrno(errno, "open " + lock_path);
   if (Status l = take_lock(s->lock_fd_, cfg); !l.ok()) return l;
@@ -165,15 +153,16 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
   s->backing_id_ = *id;
   s->node_ = cfg.node_id.empty() ? default_node() : cfg.node_id;
   s->segment_size_ = cfg.segment_size;
-  s->dir_ = cfg.backing_dir + "/" + kSegDir;
+  s->dir_ = layout::segment_dir(cfg.backing_dir);
   if (::mkdir(s->dir_.c_str(), 0700) != 0 && errno != EEXIST)
     return Status::FromErrno(errno, "mkdir " + s->dir_);
 
   DIR* d = ::opendir(s->dir_.c_str());
   if (!d) return Status::FromErrno(errno, "opendir " + s->dir_);
   while (dirent* de = ::readdir(d)) {
-    uint64_t sid;
-    if (!parse_seg_name(de->d_name, &sid)) continue;
+    const std::optional<uint64_t> parsed = layout::parse_segment_name(de->d_name);
+    if (!parsed) continue;
+    const uint64_t sid = *parsed;
     std::string p = s->dir_ + "/" + de->d_name;
     struct stat ss;
     if (::stat(p.c_str(), &ss) != 0 || !S_ISREG(ss.st_mode)) continue;
@@ -188,7 +177,7 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
 
   // Probe O_DIRECT once: tmpfs before 6.6 and some NFS setups refuse it.
   if (cfg.direct_io) {
-    std::string probe = s->dir_ + "/.direct_probe";
+    std::string probe = s->dir_ + "/" + layout::kDirectProbeName;
     int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
     if (fd >= 0) {
       void* b = nullptr;
@@ -217,9 +206,7 @@ SegmentStore::~SegmentStore() {
 }
 
 std::string SegmentStore::seg_path(uint64_t id) const {
-  char b[32];
-  std::snprintf(b, sizeof(b), "%016" PRIx64, id);
-  return dir_ + "/" + node_ + "-" + b + ".seg";
+  return dir_ + "/" + layout::segment_name(node_, id);
 }
 
 Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {

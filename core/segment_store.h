@@ -1,8 +1,6 @@
-// SegmentStore: everything kvfs keeps in the backing directory.
-//
-//   <backing>/kvfs.super              id and format, written once at format
-//   <backing>/kvfs.lock               flock()ed by the daemon that owns the dir
-//   <backing>/segments/<node>-<id>.seg append-only segment files (record.h)
+// SegmentStore: everything kvfs keeps in the backing directory: the
+// superblock, the lock and the segment files, named as core/disk_layout.h
+// says.
 //
 // No client-chosen name ever becomes a path here. Segment names carry a node
 // id so that several nodes could later write side by side; nothing in the dir

@@ -1,12 +1,14 @@
-// The control file: how kvfs-admin talks to a mounted kvfs.
+// The control file: how kvfs-admin talks to a mounted kvfs; the daemon's
+// side of the protocol that core/control_client.h describes and implements
+// for clients.
 //
-// A hidden regular file `.kvfs-control` at the mount root (absent from
-// readdir, reserved as a name). The admin tool opens it, writes one JSON
-// request, then reads the JSON reply from offset 0. Each open handle keeps its
-// own reply. Requests that change state (evict, flush, config set) are refused
-// with EACCES-style errors unless the caller is root or the user who mounted:
-// the daemon checks the caller's uid from the FUSE request, the tool cannot
-// bypass it. Thread-safe: handles are per open file; the store is thread-safe.
+// A hidden regular file (control::kControlName) at the mount root, absent
+// from readdir, reserved as a name. Each write is one request; each open
+// handle keeps its own reply, read from offset 0. Requests that change state
+// (evict, flush, config set) are refused with EACCES-style errors unless the
+// caller is root or the user who mounted: the daemon checks the caller's uid
+// from the FUSE request, the tool cannot bypass it. Thread-safe: handles are
+// per open file; the store is thread-safe.
 #pragma once
 
 // 312, not 34: below 312 libfuse 3.14 maps fuse_session_loop_mt to its 3.2 entry
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/control_client.h"
 #include "core/metrics.h"
 
 namespace kvfs {
@@ -26,7 +29,7 @@ namespace kvfs {
 class BlockStore;
 struct FsConfig;
 
-inline constexpr const char* kControlName = ".kvfs-control";
+using control::kControlName;
 // Far above any inode number the store hands out.
 inline constexpr uint64_t kControlIno = 0xFFFFFFFFFFFF0001ull;
 

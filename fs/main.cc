@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/disk_layout.h"
 #include "core/log.h"
 #include "core/mounts.h"
 #include "fs/fuse_ops.h"
@@ -325,7 +326,7 @@ int check_paths(const std::string& backing, const std::string& mnt) {
   for (std::string d = backing; d.size() > 1;) {
     d = d.substr(0, std::max<size_t>(1, d.rfind('/')));
     struct stat st;
-    if (::stat((d + (d == "/" ? "" : "/") + "kvfs.super").c_str(), &st) == 0)
+    if (::stat(layout::super_path(d == "/" ? "" : d).c_str(), &st) == 0)
       return refuse(kExitStore, "the backing directory " + backing +
                                     " lies inside the kvfs backing directory " + d);
   }

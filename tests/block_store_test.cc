@@ -12,6 +12,8 @@
 #include <fstream>
 #include <random>
 
+#include "core/disk_layout.h"
+
 namespace kvfs {
 namespace {
 
@@ -350,7 +352,7 @@ TEST_F(StoreTest, CorruptSegmentGivesEioAndDropsTheFile) {
   // Flip a byte in the middle of the largest segment (the victim's data).
   std::string seg;
   uintmax_t best = 0;
-  for (auto& e : fs::directory_iterator(root_ + "/backing/segments"))
+  for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing")))
     if (e.file_size() > best) best = e.file_size(), seg = e.path();
   ASSERT_GT(best, 2 * kBlockSize);
   {

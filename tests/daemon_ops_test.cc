@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -67,7 +68,7 @@ TEST(DaemonOps, RefusesBadPathsAndSizes) {
   // Another store's segments/ as a backing dir.
   const std::string other_mnt = m.root() + "/mnt2";
   fs::create_directories(other_mnt);
-  r = run_command({kvfs_binary(), m.backing() + "/segments", other_mnt, "-o",
+  r = run_command({kvfs_binary(), layout::segment_dir(m.backing()), other_mnt, "-o",
                    "index_dir=" + m.root() + "/index2"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("inside the kvfs backing directory"), std::string::npos) << r.output;
@@ -234,8 +235,8 @@ TEST(DaemonOps, NoSyslogSocketLogsToVarLogKvfs) {
       log +
       "'\n"
       "pid=$(tr -dc 0-9 < '" +
-      m.backing() +
-      "/kvfs.lock')\n"
+      layout::lock_path(m.backing()) +
+      "')\n"
       "fusermount3 -u '" +
       m.mnt() +
       "'\n"

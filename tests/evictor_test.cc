@@ -10,6 +10,7 @@
 
 #include "core/block_store.h"
 #include "core/clock.h"
+#include "core/disk_layout.h"
 
 namespace kvfs {
 namespace {
@@ -61,7 +62,7 @@ class EvictorTest : public ::testing::Test {
   bool exists(uint64_t dir, const std::string& name) { return store_->lookup(dir, name).ok(); }
   uint64_t backing_bytes() {
     uint64_t n = 0;
-    for (auto& e : fs::directory_iterator(root_ + "/backing/segments")) {
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing"))) {
       std::error_code ec;  // the evictor may delete a segment meanwhile
       uint64_t sz = e.file_size(ec);
       if (!ec) n += sz;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -90,7 +91,7 @@ std::string slurp(const std::string& path) {
 }
 
 pid_t lock_pid(const std::string& backing) {
-  std::ifstream in(backing + "/kvfs.lock");
+  std::ifstream in(layout::lock_path(backing));
   pid_t pid = -1;
   in >> pid;
   return pid;
@@ -359,7 +360,7 @@ TEST(AdminErrors, NotAKvfsMount) {
   EXPECT_NE(tmp.output.find("not a kvfs mount"), std::string::npos) << tmp.output;
   EXPECT_EQ(admin({"flush", "/nonexistent-kvfs-dir"}).exit_code, 2);
   EXPECT_EQ(admin({"fsck", "/tmp"}).exit_code, 2);  // no kvfs.super: refused, untouched
-  EXPECT_FALSE(exists("/tmp/kvfs.super"));
+  EXPECT_FALSE(exists(layout::super_path("/tmp")));
   EXPECT_EQ(admin({}).exit_code, 1);
   EXPECT_EQ(admin({"no-such-command"}).exit_code, 1);
   EXPECT_EQ(admin({"--help"}).exit_code, 0);
@@ -397,7 +398,7 @@ TEST(AdminFsck, CleanThenDetectsACorruptBlock) {
   // Flip one byte of big.bin's data where it lies in a segment.
   const std::string needle = big.substr(kMiB + 4096, 256);
   bool flipped = false;
-  for (const auto& de : fs::directory_iterator(m.backing() + "/segments")) {
+  for (const auto& de : fs::directory_iterator(layout::segment_dir(m.backing()))) {
     const std::string seg = slurp(de.path());
     const size_t at = seg.find(needle);
     if (at == std::string::npos) continue;

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/control_client.h"
+#include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -30,7 +32,7 @@ const std::string kNoCache = "entry_timeout=0,attr_timeout=0,negative_timeout=0"
 uint64_t segment_bytes(const std::string& backing) {
   uint64_t n = 0;
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(backing + "/segments", ec)) {
+  for (auto& e : fs::directory_iterator(layout::segment_dir(backing), ec)) {
     std::error_code ec2;  // a segment may be deleted while we look
     uint64_t sz = e.file_size(ec2);
     if (!ec2) n += sz;
@@ -66,17 +68,11 @@ bool vllm_store(const std::string& dir, const std::string& name, const std::stri
   return true;
 }
 
-// One request through the control file; returns the JSON reply.
+// One request through the control file; returns the reply's text (or what
+// went wrong, which no expectation on a reply matches).
 std::string control(const KvfsMount& m, const std::string& req) {
-  int fd = ::open(m.path(".kvfs-control").c_str(), O_RDWR);
-  if (fd < 0) return "open failed";
-  std::string out(1 << 16, '\0');
-  ssize_t n = ::write(fd, req.data(), req.size()) == ssize_t(req.size())
-                  ? ::pread(fd, out.data(), out.size(), 0)
-                  : -1;
-  ::close(fd);
-  out.resize(n > 0 ? n : 0);
-  return out;
+  auto r = control::request_text(control::control_path(m.mnt()), req);
+  return r.ok() ? *r : r.status().ToString();
 }
 
 bool reads_back(const std::string& path, const std::string& want) {

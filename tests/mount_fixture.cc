@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 
+#include "core/disk_layout.h"
 #include "core/mounts.h"
 
 extern char** environ;
@@ -127,7 +128,7 @@ RunResult KvfsMount::mount(const std::string& opts) {
   if (!opts.empty()) o += "," + opts;
   RunResult r = run_command({kvfs_binary(), backing_, mnt_, "-o", o});
   if (r.exit_code == 0) {
-    std::ifstream lock(backing_ + "/kvfs.lock");
+    std::ifstream lock(layout::lock_path(backing_));
     lock >> pid_;
     std::lock_guard l(g_mu);
     g_pids.insert(pid_);

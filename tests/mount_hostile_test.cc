@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/control_client.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -91,14 +92,10 @@ TEST(MountHostile, OperationsOnAFileBeingEvicted) {
   int fd = ::open(m.path("e").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   // Forced eviction of an open file: the name goes, the open fd keeps its data.
-  int c = ::open(m.path(".kvfs-control").c_str(), O_RDWR);
-  ASSERT_GE(c, 0);
-  std::string req = R"({"cmd":"evict","mode":"path","path":"e","force":true})";
-  ASSERT_EQ(::write(c, req.data(), req.size()), ssize_t(req.size()));
-  char reply[256] = {0};
-  ASSERT_GT(::pread(c, reply, sizeof(reply) - 1, 0), 0);
-  ::close(c);
-  EXPECT_NE(std::string(reply).find("\"files\":1"), std::string::npos) << reply;
+  auto reply = control::request(control::control_path(m.mnt()),
+                                R"({"cmd":"evict","mode":"path","path":"e","force":true})");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->value("files", -1), 1) << reply->dump();
   EXPECT_NE(::access(m.path("e").c_str(), F_OK), 0);
   EXPECT_EQ(errno, ENOENT);
   std::string got(data.size(), '\0');

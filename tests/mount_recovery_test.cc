@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -654,7 +655,7 @@ TEST(Recovery, CorruptSegmentGivesEioThenFileIsGone) {
   const std::string needle = vdata.substr(at, 64);
   int found = 0;
   for (auto& e : fs::recursive_directory_iterator(m.backing())) {
-    if (!e.is_regular_file() || e.path().extension() != ".seg") continue;
+    if (!e.is_regular_file() || !layout::parse_segment_name(e.path().filename().string())) continue;
     std::string seg;
     ASSERT_TRUE(read_file(e.path().string(), &seg));
     for (size_t pos = seg.find(needle); pos != std::string::npos; pos = seg.find(needle, pos + 1)) {

@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
 #include "core/block_store.h"
+#include "core/disk_layout.h"
 #include "core/index.h"
 #include "core/segment_store.h"
 
@@ -100,8 +102,8 @@ class RecoveryTest : public ::testing::Test {
   }
   std::set<std::string> segment_files() {
     std::set<std::string> v;
-    for (auto& e : fs::directory_iterator(root_ + "/backing/segments"))
-      if (e.path().extension() == ".seg") v.insert(e.path().filename());
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing")))
+      if (layout::parse_segment_name(e.path().filename().string())) v.insert(e.path().filename());
     return v;
   }
 
@@ -188,7 +190,7 @@ TEST_F(RecoveryTest, UnknownSegmentsAreAppliedAndGoneOnesDropped) {
   EXPECT_TRUE(get(kRootIno, "two") == pattern(kMiB, 4));
   close_store();
   // The last segment removed by hand: what it held is a clean miss.
-  fs::remove(root_ + "/backing/segments/" + *segs.rbegin());
+  fs::remove(layout::segment_dir(root_ + "/backing") + "/" + *segs.rbegin());
   open_store();
   EXPECT_EQ(store_->catch_up_stats().gone_segments, 1u);
   EXPECT_TRUE(get(kRootIno, "one") == pattern(5 * kMiB, 3)) << get(kRootIno, "one").substr(0, 40);
@@ -312,6 +314,53 @@ TEST(LogFoldTest, NewestEntryPerInodeWins) {
   EXPECT_EQ(f.latest()[7].snap.name, "x");
   EXPECT_EQ(f.max_seq(), 12u);
   EXPECT_EQ(f.max_ino(), 7u);
+  // The namespace it describes: the live inodes' newest snapshots only.
+  std::set<std::string> names;
+  for (const InodeSnapshot& sn : f.snapshots()) names.insert(sn.name);
+  EXPECT_EQ(names, (std::set<std::string>{"new", "x"}));
+}
+
+// scan_segment, the reading of the log that catch-up and fsck share: the
+// records up to a torn tail, and the same again from where a catch-up left off.
+TEST_F(RecoveryTest, ScanSegmentStopsAtATornTailAndResumesFromAnOffset) {
+  open_store();
+  put(kRootIno, "a", pattern(5000, 1));
+  put(kRootIno, "b", pattern(7000, 2));
+  close_store();
+  StoreConfig c = config();
+  c.direct_io = false;
+  auto segs = SegmentStore::Open(c);
+  ASSERT_TRUE(segs.ok()) << segs.status().ToString();
+  ASSERT_FALSE((*segs)->list().empty());
+  const SegmentInfo seg = (*segs)->list().front();
+  LogFold fold;
+  auto all = scan_segment(**segs, seg.id, 0, &fold);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_GE(all->records, 2u);
+  EXPECT_GT(all->end, 0u);
+  EXPECT_LE(all->end, seg.bytes);
+  EXPECT_GT(all->min_seq, 0u);
+  EXPECT_LE(all->min_seq, all->max_seq);
+  EXPECT_EQ(fold.max_seq(), all->max_seq);
+  std::set<std::string> names;
+  for (const InodeSnapshot& sn : fold.snapshots()) names.insert(sn.name);
+  EXPECT_TRUE(names.count("a") && names.count("b"));
+  // A crash's torn tail: garbage after the last record is not a record.
+  {
+    std::ofstream out(seg.path, std::ios::binary | std::ios::app);
+    out << pattern(9000, 3);
+  }
+  auto torn = scan_segment(**segs, seg.id, 0, nullptr);
+  ASSERT_TRUE(torn.ok());
+  EXPECT_EQ(torn->records, all->records);
+  EXPECT_EQ(torn->end, all->end);
+  // From the end: nothing more.
+  auto rest = scan_segment(**segs, seg.id, all->end, nullptr);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->records, 0u);
+  EXPECT_EQ(rest->end, all->end);
+  EXPECT_EQ(scan_segment(**segs, seg.id + 1000, 0, nullptr).status().code(),
+            Status::Code::kNotFound);
 }
 
 }  // namespace

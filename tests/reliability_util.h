@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/control_client.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -82,25 +83,12 @@ inline ssize_t read_whole(int fd, char* buf, size_t cap) {
   }
 }
 
-// The daemon's stats: {"cmd":"stats"} written to MNT/.kvfs-control, the JSON
-// reply read back from offset 0.
+// One request to the daemon at mnt; a failure of the exchange itself comes
+// back as an error reply, so that a test's expectation on the reply reports it.
 inline nlohmann::json control(const std::string& mnt, const std::string& request) {
-  int fd = ::open((mnt + "/.kvfs-control").c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return nlohmann::json{{"error", std::string("open: ") + std::strerror(errno)}};
-  if (::write(fd, request.data(), request.size()) != ssize_t(request.size())) {
-    int e = errno;
-    ::close(fd);
-    return nlohmann::json{{"error", std::string("write: ") + std::strerror(e)}};
-  }
-  std::string reply;
-  char b[65536];
-  ssize_t n;
-  while ((n = ::pread(fd, b, sizeof(b), static_cast<off_t>(reply.size()))) > 0)
-    reply.append(b, size_t(n));
-  ::close(fd);
-  auto j = nlohmann::json::parse(reply, nullptr, false);
-  if (j.is_discarded()) return nlohmann::json{{"error", "not JSON: " + reply}};
-  return j;
+  auto r = control::request(control::control_path(mnt), request);
+  if (!r.ok()) return nlohmann::json{{"error", r.status().ToString()}};
+  return std::move(*r);
 }
 
 inline nlohmann::json stats(const std::string& mnt) {
@@ -134,8 +122,8 @@ inline std::string daemon_healthy(const KvfsMount& m) {
     return "daemon " + std::to_string(m.daemon_pid()) + " is gone";
   struct stat st;
   if (::stat(m.mnt().c_str(), &st) != 0) return std::string("stat(mnt): ") + std::strerror(errno);
-  if (::stat((m.mnt() + "/.kvfs-control").c_str(), &st) != 0)
-    return std::string("stat(.kvfs-control): ") + std::strerror(errno);
+  if (::stat(control::control_path(m.mnt()).c_str(), &st) != 0)
+    return std::string("stat(") + control::kControlName + "): " + std::strerror(errno);
   return "";
 }
 

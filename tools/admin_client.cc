@@ -1,9 +1,7 @@
 #include "tools/admin_client.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -11,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/control_client.h"
 #include "tools/admin_exit.h"
 
 namespace kvfs::admin {
@@ -19,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr long kFuseSuperMagic = 0x65735546;
-constexpr const char* kControlName = ".kvfs-control";
+using control::kControlName;
 
 }  // namespace
 
@@ -32,7 +31,7 @@ Mount::Mount(const std::string& arg) : arg_(arg) {
     fail(kExitUnreachable, "cannot reach " + arg + ": " + errno_text(errno));
   if (static_cast<long>(sf.f_type) != kFuseSuperMagic)
     fail(kExitUnreachable, arg + " is not a kvfs mount (not a FUSE filesystem)");
-  ctl_ = root_ + "/" + kControlName;
+  ctl_ = control::control_path(root_);
   struct stat st;
   if (::stat(ctl_.c_str(), &st) != 0) {
     const int e = errno;
@@ -69,36 +68,12 @@ json Mount::request(const json& req) const {
 }
 
 json Mount::request_raw(const json& req) const {
-  int fd = ::open(ctl_.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    fail(kExitUnreachable, "cannot open " + ctl_ + ": " + errno_text(errno) +
-                               (errno == EACCES ? " (is the mount shared with allow_other?)" : ""));
-  const std::string body = req.dump();
-  ssize_t n = ::write(fd, body.data(), body.size());
-  if (n != static_cast<ssize_t>(body.size())) {
-    const int e = n < 0 ? errno : EIO;
-    ::close(fd);
-    fail(kExitUnreachable, "cannot send the request to " + ctl_ + ": " + errno_text(e));
-  }
-  std::string reply;
-  char buf[65536];
-  for (;;) {
-    ssize_t r = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(reply.size()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int e = errno;
-      ::close(fd);
-      fail(kExitUnreachable, "cannot read the reply from " + ctl_ + ": " + errno_text(e));
-    }
-    if (r == 0) break;
-    reply.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fd);
-  try {
-    return json::parse(reply);
-  } catch (const json::exception& e) {
-    fail(kExitUnreachable, "the daemon sent a reply that is not JSON: " + std::string(e.what()));
-  }
+  auto r = control::request(ctl_, req.dump());
+  if (r.ok()) return std::move(*r);
+  const Status& s = r.status();
+  std::string msg = s.message().empty() ? s.ToString() : s.message();
+  if (s.code() == Status::Code::kAccess) msg += " (is the mount shared with allow_other?)";
+  fail(kExitUnreachable, msg);
 }
 
 std::string Mount::relative(const std::string& p) const {

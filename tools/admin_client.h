@@ -1,10 +1,11 @@
 // kvfs-admin's link to a mounted kvfs: finds the mount, talks to the daemon
-// through the hidden control file MOUNT/.kvfs-control (fs/control.h), and
-// turns command-line paths into paths relative to the mount root.
+// through its control file (the protocol is core/control_client.h), and
+// turns command-line paths into paths relative to the mount root. The daemon
+// decides who may change what (root or the user who mounted); this tool only
+// reports its answer.
 //
-// A request: open the control file O_RDWR, write one JSON request, read the
-// JSON reply from offset 0. The daemon decides who may change what (root or
-// the user who mounted); this tool only reports its answer.
+// Thread-safe: a Mount is immutable once built, and each request opens the
+// control file anew.
 #pragma once
 
 #include <string>

@@ -1,10 +1,10 @@
 // kvfs-admin: looks into and steers a mounted kvfs, and checks or repairs an
 // unmounted backing directory.
 //
-// Online commands talk to the daemon through the hidden control file
-// MOUNT/.kvfs-control (fs/control.h): open it O_RDWR, write one JSON request,
-// read the JSON reply from offset 0. The daemon decides who may change what
-// (root or the user who mounted); this tool only reports its answer.
+// Online commands talk to the daemon through the hidden control file at the
+// mount root (the protocol: core/control_client.h). The daemon decides who
+// may change what (root or the user who mounted); this tool only reports its
+// answer.
 // Offline commands (fsck, rebuild-index) use the core library directly; the
 // backing dir's lock makes them refuse while a daemon owns the directory.
 //

@@ -23,6 +23,7 @@
 
 #include "core/buffer.h"
 #include "core/config.h"
+#include "core/disk_layout.h"
 #include "core/index.h"
 #include "core/inode.h"
 #include "core/record.h"
@@ -104,8 +105,9 @@ std::unique_ptr<SegmentStore> open_backing(const std::string& dir) {
     fail(kExitUnreachable, dir + " is not a directory");
   // SegmentStore::Open formats an empty directory: never do that to a
   // directory that is not a kvfs backing dir.
-  if (::access((std::string(buf) + "/kvfs.super").c_str(), F_OK) != 0)
-    fail(kExitUnreachable, dir + " is not a kvfs backing directory (no kvfs.super)");
+  if (::access(layout::super_path(buf).c_str(), F_OK) != 0)
+    fail(kExitUnreachable,
+         dir + " is not a kvfs backing directory (no " + layout::kSuperName + ")");
   StoreConfig cfg;
   cfg.backing_dir = buf;
   cfg.direct_io = false;
@@ -175,21 +177,18 @@ class Fsck {
     bar_ = std::make_unique<Progress>("scan segments");
     uint64_t done = 0;
     for (const SegmentInfo& seg : list) {
-      uint64_t valid = 0;
-      Status s = segs_->scan(
-          seg.id,
-          [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& entries) {
-            ++records_;
-            ++seg_records_[seg.id];
-            fold_.add(entries);
-          },
-          &valid);
-      if (!s.ok()) {
-        problem("segment " + seg.path + ": cannot scan: " + s.ToString());
-      } else if (valid < seg.bytes) {
-        ++torn_;
-        warning("segment " + seg.path + ": " + std::to_string(seg.bytes - valid) +
-                " bytes after the last complete record (a crash's torn tail; ignored)");
+      auto scan = scan_segment(*segs_, seg.id, 0, &fold_);
+      const uint64_t valid = scan.ok() ? scan->end : 0;
+      if (!scan.ok()) {
+        problem("segment " + seg.path + ": cannot scan: " + scan.status().ToString());
+      } else {
+        records_ += scan->records;
+        seg_records_[seg.id] = scan->records;
+        if (valid < seg.bytes) {
+          ++torn_;
+          warning("segment " + seg.path + ": " + std::to_string(seg.bytes - valid) +
+                  " bytes after the last complete record (a crash's torn tail; ignored)");
+        }
       }
       valid_[seg.id] = valid;
       seg_bytes_ += seg.bytes;
@@ -201,9 +200,7 @@ class Fsck {
 
   void from_segments() {
     from_index_ = false;
-    snaps_.clear();
-    for (auto& [ino, l] : fold_.latest())
-      if (!l.tomb) snaps_.push_back(l.snap);
+    snaps_ = fold_.snapshots();
   }
 
   void load_snapshots() {

@@ -1,0 +1,58 @@
+#include "core/disk_layout.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace kvfs::layout {
+namespace {
+
+constexpr size_t kIdDigits = 16;
+
+std::string join(const std::string& dir, const char* name) {
+  return dir + "/" + name;
+}
+
+}  // namespace
+
+std::string super_path(const std::string& backing) {
+  return join(backing, kSuperName);
+}
+
+std::string lock_path(const std::string& backing) {
+  return join(backing, kLockName);
+}
+
+std::string segment_dir(const std::string& backing) {
+  return join(backing, kSegDir);
+}
+
+std::string segment_name(const std::string& node, uint64_t id) {
+  char b[kIdDigits + 1];
+  std::snprintf(b, sizeof(b), "%016" PRIx64, id);
+  return node + "-" + b + kSegSuffix;
+}
+
+std::optional<uint64_t> parse_segment_name(std::string_view name) {
+  const std::string_view suffix = kSegSuffix;
+  // At least one character of node, then '-', the id and the suffix.
+  const size_t tail = 1 + kIdDigits + suffix.size();
+  if (name.size() <= tail || name.substr(name.size() - suffix.size()) != suffix ||
+      name[name.size() - tail] != '-')
+    return std::nullopt;
+  const std::string_view hex = name.substr(name.size() - tail + 1, kIdDigits);
+  uint64_t id = 0;
+  for (char c : hex) {
+    int d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      return std::nullopt;
+    id = id << 4 | uint64_t(d);
+  }
+  if (id == 0) return std::nullopt;
+  return id;
+}
+
+}  // namespace kvfs::layout

@@ -1,0 +1,33 @@
+// The backing dir's names (core/disk_layout.h): what the on-disk format
+// fixes, checked literally so that a change to them cannot pass unnoticed.
+#include "core/disk_layout.h"
+
+#include <gtest/gtest.h>
+
+namespace kvfs::layout {
+namespace {
+
+TEST(DiskLayout, NamesAreTheFormatOnes) {
+  EXPECT_EQ(super_path("/b"), "/b/kvfs.super");
+  EXPECT_EQ(lock_path("/b"), "/b/kvfs.lock");
+  EXPECT_EQ(segment_dir("/b"), "/b/segments");
+  EXPECT_STREQ(kSuperTmpName, "kvfs.super.tmp");
+  EXPECT_EQ(kSuperFormat, 1);
+}
+
+TEST(DiskLayout, SegmentNameRoundTrips) {
+  EXPECT_EQ(segment_name("host-1", 0x2a), "host-1-000000000000002a.seg");
+  for (uint64_t id : {uint64_t(1), uint64_t(0xabcdef), ~uint64_t(0)})
+    EXPECT_EQ(parse_segment_name(segment_name("n", id)), id);
+}
+
+TEST(DiskLayout, OtherNamesAreNotSegments) {
+  for (const char* n :
+       {"", ".seg", "-0000000000000001.seg", "n-0000000000000000.seg", "n-000000000000001.seg",
+        "n-00000000000000001.seg", "n-000000000000000A.seg", "n_0000000000000001.seg",
+        "n-0000000000000001.se", "n-0000000000000001.seg.tmp", ".direct_probe"})
+    EXPECT_FALSE(parse_segment_name(n).has_value()) << n;
+}
+
+}  // namespace
+}  // namespace kvfs::layout
