@@ -142,7 +142,7 @@ const char* expected(OptType t) {
 std::string number_text(const OptionSpec& s, double v) {
   if (s.type == OptType::kSize) return format_size(static_cast<uint64_t>(v));
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  std::snprintf(buf, sizeof buf, "%.10g", v);  // 31536000, not 3.1536e+07
   return buf;
 }
 
