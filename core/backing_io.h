@@ -88,7 +88,7 @@ class BackingIo {
   void count_timeout();
 
   double timeout() const;
-  void set_timeout(double seconds);  // checked by check_io_timeout (config.h)
+  void set_timeout(double seconds);  // checked by StoreConfig::validate() (config.h)
   BackingIoStats stats() const;
 
  private:

@@ -579,8 +579,22 @@ Result<uint64_t> BlockStore::resolve(std::string_view path) {
   return (*r)->ino;
 }
 
+StoreConfig BlockStore::live_config() const {
+  StoreConfig c = cfg_;
+  c.ram_size = ram_->capacity();
+  c.capacity = capacity();
+  c.evict_grace_s = evict_grace();
+  c.io_timeout_s = io_timeout();
+  c.node_id = node_id();
+  return c;
+}
+
 Status BlockStore::set_capacity(uint64_t bytes) {
-  KVFS_RETURN_IF_ERROR(check_capacity(bytes, cfg_.segment_size));
+  // 0 in a StoreConfig means "computed at mount", which validate() accepts.
+  if (bytes == 0) return Status::Invalid("capacity must be at least two segments");
+  StoreConfig c = live_config();
+  c.capacity = bytes;
+  KVFS_RETURN_IF_ERROR(c.validate());
   evictor_->set_capacity(bytes);
   no_space_ = false;
   ram_->set_flush_error(Status::OK());
@@ -590,21 +604,26 @@ Status BlockStore::set_capacity(uint64_t bytes) {
 }
 
 Status BlockStore::set_ram_size(uint64_t bytes) {
-  KVFS_RETURN_IF_ERROR(check_ram_size(bytes));
+  StoreConfig c = live_config();
+  c.ram_size = bytes;
+  KVFS_RETURN_IF_ERROR(c.validate());
   ram_->set_capacity(bytes);
   spdlog::info("ram_size set to {}", format_size(bytes));
   return Status::OK();
 }
 
 Status BlockStore::set_evict_grace(double seconds) {
-  if (!(seconds >= 0) || seconds > 365 * 86400.0)
-    return Status::Invalid("evict_grace out of range");
+  StoreConfig c = live_config();
+  c.evict_grace_s = seconds;
+  KVFS_RETURN_IF_ERROR(c.validate());
   evictor_->set_grace_s(seconds);
   return Status::OK();
 }
 
 Status BlockStore::set_io_timeout(double seconds) {
-  KVFS_RETURN_IF_ERROR(check_io_timeout(seconds));
+  StoreConfig c = live_config();
+  c.io_timeout_s = seconds;
+  KVFS_RETURN_IF_ERROR(c.validate());
   io_->set_timeout(seconds);
   spdlog::info("io_timeout set to {} s", seconds);
   return Status::OK();

@@ -188,6 +188,10 @@ class BlockStore : public Journal {
   uint64_t housekeep();                             // orphaned tmp files now; returns how many went
   void evict_pass_now();                            // one capacity pass on this thread
   Result<uint64_t> resolve(std::string_view path);  // path relative to the root
+  // The settings as they are now: config() with the runtime ones (those
+  // `kvfs-admin config` may change) as last set. Each setter validates it
+  // with its change applied, so the rules are StoreConfig::validate()'s.
+  StoreConfig live_config() const;
   Status set_capacity(uint64_t bytes);
   Status set_ram_size(uint64_t bytes);
   Status set_evict_grace(double seconds);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/option_table.h"
+
 namespace kvfs {
 
 uint64_t machine_memory() {
@@ -13,46 +15,21 @@ uint64_t machine_memory() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
-// The same rules for mount options and for `kvfs-admin config` at runtime.
-Status check_ram_size(uint64_t bytes) {
-  if (bytes < (16ull << 20)) return Status::Invalid("ram_size must be at least 16M");
-  // Dirty data lives only here until flushed: a RAM tier the machine cannot
-  // hold ends in an OOM kill that loses it.
-  if (const uint64_t mem = machine_memory(); mem && bytes > mem)
-    return Status::Invalid("ram_size " + format_size(bytes) + " is more than this machine's " +
-                           std::to_string(mem >> 20) + "M of memory");
-  return Status::OK();
-}
-
-Status check_capacity(uint64_t bytes, uint64_t segment_size) {
-  if (bytes < 2 * segment_size)
-    return Status::Invalid("capacity must be at least two segments (" +
-                           format_size(2 * segment_size) + ")");
-  return Status::OK();
-}
-
-Status check_io_timeout(double seconds) {
-  if (!(seconds >= 0.1 && seconds <= 86400))
-    return Status::Invalid("io_timeout must be between 0.1 and 86400 seconds");
-  return Status::OK();
-}
-
 Status StoreConfig::validate() const {
   if (backing_dir.empty()) return Status::Invalid("backing directory not given");
-  KVFS_RETURN_IF_ERROR(check_ram_size(ram_size));
-  if (capacity != 0) KVFS_RETURN_IF_ERROR(check_capacity(capacity, segment_size));
+  StoreConfig c = *this;  // the table's fields point into a mutable config
+  for (const StoreOption& o : store_options())
+    KVFS_RETURN_IF_ERROR(check_option(o.spec, o.field(c)));
+  // Dirty data lives only in the RAM tier until flushed: one the machine
+  // cannot hold ends in an OOM kill that loses it.
+  if (const uint64_t mem = machine_memory(); mem && ram_size > mem)
+    return Status::Invalid("ram_size " + format_size(ram_size) + " is more than this machine's " +
+                           std::to_string(mem >> 20) + "M of memory");
+  if (capacity != 0 && capacity < 2 * segment_size)
+    return Status::Invalid("capacity must be at least two segments (" +
+                           format_size(2 * segment_size) + ")");
   if (!(low_watermark > 0 && low_watermark < high_watermark && high_watermark <= 1))
     return Status::Invalid("watermarks must satisfy 0 < low_watermark < high_watermark <= 1");
-  if (segment_size < (4ull << 20) || segment_size > (64ull << 30))
-    return Status::Invalid("segment_size must be between 4M and 64G");
-  if (flush_threads < 1 || flush_threads > 64)
-    return Status::Invalid("flush_threads must be between 1 and 64");
-  if (flush_batch_bytes < (1ull << 20)) return Status::Invalid("flush batch must be at least 1M");
-  if (max_file_size < (1ull << 20)) return Status::Invalid("max_file_size must be at least 1M");
-  KVFS_RETURN_IF_ERROR(check_io_timeout(io_timeout_s));
-  for (char c : node_id)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
-      return Status::Invalid("node_id may hold only letters, digits, '-' and '_'");
   return Status::OK();
 }
 

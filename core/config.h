@@ -1,7 +1,9 @@
 // StoreConfig: every knob of the core store, with its default and the reason.
 //
-// One plain struct, filled once by fs/options.cc from the -o mount options,
-// checked by validate() before anything touches the disk.
+// One plain struct, filled by fs/options.cc from the -o mount options through
+// the option table (core/option_table.h), checked by validate() before
+// anything touches the disk, and again, with a change applied, before
+// `kvfs-admin config` changes a setting at run time.
 #pragma once
 
 #include <cstdint>
@@ -93,16 +95,15 @@ struct StoreConfig {
   // share a backing dir without clashing. Empty: derived from the hostname.
   std::string node_id;
 
+  // Every rule on the settings: each option's range from the table, then the
+  // rules between options. The one check for mount options and for runtime
+  // changes alike; Invalid names the first setting that breaks a rule.
   Status validate() const;
 };
 
-// "64M", "1G", "4096", "1.5T" -> bytes. K/M/G/T are powers of 1024.
-// Rules shared by validate() and the runtime setters (kvfs-admin config).
-Status check_ram_size(uint64_t bytes);
-Status check_capacity(uint64_t bytes, uint64_t segment_size);
-Status check_io_timeout(double seconds);
 uint64_t machine_memory();  // physical memory in bytes (0 if unknown)
 
+// "64M", "1G", "4096", "1.5T" -> bytes. K/M/G/T are powers of 1024.
 std::optional<uint64_t> parse_size(const std::string& s);
 std::string format_size(uint64_t bytes);
 

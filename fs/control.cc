@@ -3,13 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/block_store.h"
 #include "core/log.h"
 #include "fs/errno_map.h"
+#include "fs/option_table.h"
 #include "fs/options.h"
 #include "fs/prom_text.h"
 
@@ -131,76 +132,73 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
   };
 }
 
-json config_json(BlockStore& st) {
-  const StoreConfig& c = st.config();
-  return json{{"ram_size", st.ram().capacity()},
-              {"capacity", st.capacity()},
-              {"evict_grace", st.evict_grace()},
-              {"io_timeout", st.io_timeout()},
-              {"segment_size", c.segment_size},
-              {"flush_threads", c.flush_threads},
-              {"index_dir", c.index_dir},
-              {"backing_dir", c.backing_dir},
-              {"log_level", spdlog::level::to_string_view(spdlog::get_level()).data()}};
+// The settings now: the store's live ones, and the log level as last set.
+MountConfig live_config(BlockStore& st, const FsConfig& cfg) {
+  MountConfig c{st.live_config(), cfg};
+  c.fs.log_level = spdlog::level::to_string_view(spdlog::get_level()).data();
+  return c;
 }
 
-// One runtime setting, checked: apply() only fails if the store refuses
-// what the check allowed.
-struct Change {
-  std::string key, value;
-  std::function<Status()> apply;
+// Sizes in bytes and seconds as numbers, so scripts need not parse units.
+json field_json(const OptionSpec& s, FieldRef f) {
+  switch (s.type) {
+    case OptType::kSize: return *f.u64;
+    case OptType::kFraction:
+    case OptType::kSeconds: return *f.f64;
+    case OptType::kCount: return *f.u32;
+    case OptType::kBool:
+    case OptType::kFlag: return *f.flag;
+    case OptType::kListen: return option_text(s, f);
+    default: return *f.str;
+  }
+}
+
+// Every valued option of the table, plus the backing dir (an argument).
+json config_json(BlockStore& st, const FsConfig& cfg) {
+  MountConfig c = live_config(st, cfg);
+  json r = json::object();
+  for (const MountOption& o : mount_options())
+    if (o.spec().type != OptType::kFlag) r[o.spec().name] = field_json(o.spec(), o.field(c));
+  r["backing_dir"] = c.store.backing_dir;
+  return r;
+}
+
+// How each runtime option of the table takes effect; validate() has already
+// passed the whole candidate, so apply() only fails if the store refuses.
+struct RuntimeSetter {
+  const char* name;
+  Status (*apply)(BlockStore&, const MountConfig&);
 };
 
-Result<Change> check_setting(BlockStore& st, const std::string& key, const std::string& val) {
-  Change c{key, val, {}};
-  if (key == "ram_size" || key == "capacity") {
-    auto v = parse_size(val);
-    if (!v) return Status::Invalid(key + ": '" + val + "' is not a size");
-    if (key == "ram_size") {
-      KVFS_RETURN_IF_ERROR(check_ram_size(*v));
-      c.apply = [&st, b = *v] { return st.set_ram_size(b); };
-    } else {
-      KVFS_RETURN_IF_ERROR(check_capacity(*v, st.config().segment_size));
-      c.apply = [&st, b = *v] { return st.set_capacity(b); };
-    }
-    return c;
-  }
-  if (key == "evict_grace") {
-    char* end = nullptr;
-    double d = std::strtod(val.c_str(), &end);
-    if (val.empty() || *end || !(d >= 0) || d > 365 * 86400.0)
-      return Status::Invalid("evict_grace: '" + val + "' is not a number of seconds (0 to 1 year)");
-    c.apply = [&st, d] { return st.set_evict_grace(d); };
-    return c;
-  }
-  if (key == "io_timeout") {
-    char* end = nullptr;
-    double d = std::strtod(val.c_str(), &end);
-    if (val.empty() || *end)
-      return Status::Invalid("io_timeout: '" + val + "' is not a number of seconds");
-    KVFS_RETURN_IF_ERROR(check_io_timeout(d));
-    c.apply = [&st, d] { return st.set_io_timeout(d); };
-    return c;
-  }
-  if (key == "log_level") {
-    auto lvl = spdlog::level::from_str(val);
-    if (lvl == spdlog::level::off && val != "off")
-      return Status::Invalid("log_level: unknown level '" + val + "'");
-    c.apply = [lvl, val] {
-      spdlog::set_level(lvl);
-      spdlog::info("log level set to {}", val);
-      return Status::OK();
-    };
-    return c;
-  }
-  return Status::Invalid("unknown or read-only setting '" + key + "'");
+const RuntimeSetter kRuntimeSetters[] = {
+    {"ram_size",
+     [](BlockStore& st, const MountConfig& c) { return st.set_ram_size(c.store.ram_size); }},
+    {"capacity",
+     [](BlockStore& st, const MountConfig& c) { return st.set_capacity(c.store.capacity); }},
+    {"evict_grace", [](BlockStore& st,
+                       const MountConfig& c) { return st.set_evict_grace(c.store.evict_grace_s); }},
+    {"io_timeout",
+     [](BlockStore& st, const MountConfig& c) { return st.set_io_timeout(c.store.io_timeout_s); }},
+    {"log_level",
+     [](BlockStore&, const MountConfig& c) {
+       spdlog::set_level(spdlog::level::from_str(c.fs.log_level));
+       spdlog::info("log level set to {}", c.fs.log_level);
+       return Status::OK();
+     }},
+};
+
+const RuntimeSetter* find_setter(const std::string& key) {
+  for (const RuntimeSetter& r : kRuntimeSetters)
+    if (key == r.name) return &r;
+  return nullptr;
 }
 
-// kvfs-admin config K=V...: every setting is checked first, then they are
-// applied in the order given; nothing changes unless all are valid. "set"
-// is a list of [key, value] pairs (an object, from older clients, is taken
-// in its own order).
-json set_config(BlockStore& st, const json& set) {
+// kvfs-admin config K=V...: every value is parsed into a copy of the live
+// settings, the copy is validated as a whole, then the settings are applied
+// in the order given; nothing changes unless all are valid. "set" is a list
+// of [key, value] pairs (an object, from older clients, is taken in its own
+// order).
+json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
   std::vector<std::pair<std::string, std::string>> kv;
   auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   if (set.is_array()) {
@@ -212,24 +210,34 @@ json set_config(BlockStore& st, const json& set) {
   } else {
     for (auto& [k, v] : set.items()) kv.emplace_back(k, text(v));
   }
-  std::vector<Change> changes;
+  MountConfig cand = live_config(st, cfg);
+  std::vector<const RuntimeSetter*> setters;
   for (auto& [k, v] : kv) {
-    auto c = check_setting(st, k, v);
-    if (!c.ok()) return error(c.status());
-    changes.push_back(std::move(*c));
+    const MountOption* o = find_mount_option(k);
+    if (!o || o->spec().type == OptType::kFlag)
+      return error(Status::Invalid("unknown setting '" + k + "'"));
+    if (!o->spec().runtime)
+      return error(
+          Status::Invalid("'" + k + "' is a mount option: it cannot change while mounted"));
+    const RuntimeSetter* r = find_setter(k);
+    if (!r) return error(Status::NotSupported("no runtime setter for '" + k + "'"));
+    if (Status s = parse_option(o->spec(), v, true, o->field(cand)); !s.ok()) return error(s);
+    setters.push_back(r);
   }
-  const json before = config_json(st);
+  if (Status s = cand.validate(); !s.ok()) return error(s);
+  const json before = config_json(st, cfg);
   json changed = json::array();
-  for (Change& c : changes) {
-    if (Status s = c.apply(); !s.ok()) {
+  for (size_t i = 0; i < setters.size(); ++i) {
+    if (Status s = setters[i]->apply(st, cand); !s.ok()) {
       json e = error(s);
       e["changed"] = changed;  // what was applied before the refusal
       return e;
     }
-    changed.push_back({{"key", c.key}, {"old", before.value(c.key, json())}, {"value", c.value}});
+    const std::string& key = kv[i].first;
+    changed.push_back({{"key", key}, {"old", before.value(key, json())}, {"value", kv[i].second}});
   }
-  spdlog::info("config: {} setting(s) changed: {}", changes.size(), changed.dump());
-  json r = config_json(st);
+  spdlog::info("config: {} setting(s) changed: {}", setters.size(), changed.dump());
+  json r = config_json(st, cfg);
   r["changed"] = changed;
   return r;
 }
@@ -331,10 +339,10 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
         if (!privileged) {
           reply = deny();
         } else {
-          reply = set_config(st, req["set"]);
+          reply = set_config(st, cfg, req["set"]);
         }
       } else {
-        reply = config_json(st);
+        reply = config_json(st, cfg);
       }
     } else {
       reply = error(Status::Invalid("unknown command '" + cmd + "'"));
@@ -342,7 +350,6 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
   } catch (const std::exception& e) {
     reply = error(Status::Invalid(std::string("bad request: ") + e.what()));
   }
-  (void)cfg;
   // Names may hold any byte: replace invalid UTF-8 rather than fail.
   return reply.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

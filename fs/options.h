@@ -4,7 +4,8 @@
 // kvfs's own options fill StoreConfig and FsConfig; FUSE's mount options are
 // handed to libfuse; fstab-only words (noauto, nofail, _netdev, x-systemd.*,
 // ...) are accepted and ignored. Anything else is an error, reported before
-// anything is mounted.
+// anything is mounted. Which options there are, and their types, defaults and
+// ranges, is the option table's (fs/option_table.h).
 #pragma once
 
 #include <string>
@@ -49,9 +50,16 @@ struct FsConfig {
   Status validate() const;
 };
 
-struct ParsedArgs {
+// Every setting of a mount: what the option table fills and validates.
+struct MountConfig {
   StoreConfig store;
   FsConfig fs;
+  // StoreConfig's rules, then FsConfig's: the one check for mount options
+  // and, with a change applied, for `kvfs-admin config` at run time.
+  Status validate() const;
+};
+
+struct ParsedArgs : MountConfig {
   bool help = false;
   bool version = false;
 };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/option_table.h"
 #include "fs/prom_text.h"
 #include "tools/admin_exit.h"
 
@@ -192,7 +193,8 @@ std::string render_table(const std::string& root, const json& s, const json* pre
 namespace {
 
 bool is_size_key(const std::string& k) {
-  return k == "ram_size" || k == "capacity" || k == "segment_size";
+  const StoreOption* o = find_store_option(k);
+  return o && o->spec.type == OptType::kSize;
 }
 
 }  // namespace
