@@ -181,8 +181,9 @@ TEST(CatchUp, RemovedNamesNeverComeBackAfterReclamationAndRebuild) {
   for (auto& [n, size] : before) EXPECT_TRUE(after.count(n)) << n << " was lost";
   for (auto& [n, data] : renamed) {
     std::string got;
-    if (read_file(m.path(n), &got))  // present unless the cap evicted it
+    if (read_file(m.path(n), &got)) {  // present unless the cap evicted it
       EXPECT_TRUE(got == data) << n << " holds the content from before the rename";
+    }
   }
 }
 
