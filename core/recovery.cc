@@ -43,7 +43,7 @@ Result<SegmentScan> scan_segment(SegmentStore& segs, uint64_t id, uint64_t from,
         for (const auto& e : entries) seqs.add_seq(e.snap.seq);
         if (fold) fold->add(entries);
       },
-      &sc.end, from);
+      &sc.end, from, SegmentStore::Check::kBlocks);
   if (!s.ok()) return s;
   sc.min_seq = seqs.min_seq;
   sc.max_seq = seqs.max_seq;

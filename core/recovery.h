@@ -57,7 +57,8 @@ struct SegmentScan {
 };
 
 // Reads segment id's complete records from offset `from` to the first torn
-// or corrupt one, folding their entries into fold when one is given. The one
+// or corrupt one (blocks included: SegmentStore::Check::kBlocks), folding
+// their entries into fold when one is given. The one
 // reading of the log that a catch-up and fsck share, so that they agree on
 // where a segment's valid records end and which entries are newest.
 Result<SegmentScan> scan_segment(SegmentStore& segs, uint64_t id, uint64_t from, LogFold* fold);

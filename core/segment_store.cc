@@ -400,7 +400,28 @@ uint64_t SegmentStore::min_seq_except(uint64_t except) const {
   return m;
 }
 
-Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes, uint64_t from) {
+namespace {
+
+// Whether every block that the entries place in [start, end) of segment id
+// reads back with its hash.
+bool blocks_intact(int fd, uint64_t id, uint64_t start, uint64_t end,
+                   const std::vector<RecordEntry>& entries, std::string* buf) {
+  for (const RecordEntry& e : entries)
+    for (const BlockExtent& b : e.snap.extents) {
+      const Extent& x = b.ext;
+      if (x.seg != id || x.off < start || x.off + x.len > end) continue;
+      buf->resize(x.len);
+      if (::pread(fd, buf->data(), x.len, static_cast<off_t>(x.off)) != ssize_t(x.len) ||
+          hash_bytes(buf->data(), x.len) != x.hash)
+        return false;
+    }
+  return true;
+}
+
+}  // namespace
+
+Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes, uint64_t from,
+                          Check check) {
   std::string path;
   {
     std::shared_lock l(mu_);
@@ -415,7 +436,7 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
   ::fstat(fd, &st);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   uint64_t off = from;
-  std::string meta;
+  std::string meta, block;
   while (off + kRecordHeaderSize <= size) {
     char hdr[kRecordHeaderSize];
     if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(off)) != ssize_t(sizeof(hdr))) break;
@@ -429,6 +450,9 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
     if (hash_bytes(meta.data(), meta.size()) != h.meta_hash) break;
     std::vector<RecordEntry> entries;
     if (!decode_entries(meta, &entries).ok()) break;
+    if (check == Check::kBlocks &&
+        !blocks_intact(fd, id, off, off + h.total_len(), entries, &block))
+      break;
     fn(off, h, entries);
     off += h.total_len();
   }

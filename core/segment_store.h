@@ -87,9 +87,19 @@ class SegmentStore {
   // start), stopping quietly at the first torn or corrupt record (the tail of
   // a crash). fn gets the record's offset, header and decoded entries;
   // valid_bytes the end of the last complete record.
+  //
+  // kBlocks also reads every block a record's snapshots place inside that
+  // record and checks its hash: a record's header, entries and blocks are
+  // separate writes that a crash can leave half done, and inside a
+  // preallocated (or, without fallocate, sparse) file the missing part reads
+  // as zeros, not as a short file. What will be applied without having been
+  // committed (a catch-up) must pass this; records an index already holds,
+  // or that are only being walked (reclaim), need not.
+  enum class Check { kHeaders, kBlocks };
   using RecordFn =
       std::function<void(uint64_t off, const RecordHeader&, std::vector<RecordEntry>&)>;
-  Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr, uint64_t from = 0);
+  Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr, uint64_t from = 0,
+              Check check = Check::kHeaders);
 
   // The segment log's state as the index knows it (catch-up at mount), and
   // as the flushers extend it: records complete up to `valid`, applied to

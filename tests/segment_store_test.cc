@@ -40,23 +40,27 @@ class SegmentStoreTest : public ::testing::Test {
     return b;
   }
 
-  // One kFile record holding `blocks`; returns their extents.
+  // One kFile record holding `blocks`, its snapshot pointing at them (as
+  // the flusher writes it); returns their extents.
   std::vector<Extent> write_file(SegmentWriter& w, uint64_t ino, const std::vector<BufRef>& blocks,
                                  uint32_t len) {
     std::vector<SegmentWriter::Block> bs;
-    for (auto& b : blocks) bs.push_back({b, len});
     RecordEntry e;
     e.snap.ino = ino;
     e.snap.seq = ino;
     e.snap.mode = S_IFREG | 0644;
+    e.snap.size = uint64_t(blocks.size() - 1) * kBlockSize + len;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      bs.push_back({blocks[i], len});
+      e.snap.extents.push_back({uint32_t(i), {w.id(), 0, len, hash_bytes(blocks[i]->data(), len)}});
+    }
     std::vector<RecordEntry> es{e};
-    std::vector<uint64_t> offs;
-    Status s =
-        w.append(RecordType::kFile, es, bs, [&](const std::vector<uint64_t>& o) { offs = o; });
+    Status s = w.append(RecordType::kFile, es, bs, [&](const std::vector<uint64_t>& o) {
+      for (size_t i = 0; i < o.size(); ++i) es[0].snap.extents[i].ext.off = o[i];
+    });
     EXPECT_TRUE(s.ok()) << s.ToString();
     std::vector<Extent> out;
-    for (size_t i = 0; i < offs.size(); ++i)
-      out.push_back({w.id(), offs[i], len, hash_bytes(blocks[i]->data(), len)});
+    for (auto& be : es[0].snap.extents) out.push_back(be.ext);
     return out;
   }
 
@@ -150,6 +154,42 @@ TEST_F(SegmentStoreTest, ScanStopsQuietlyAtATornTail) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(inos, std::vector<uint64_t>{1});
   EXPECT_EQ(valid, first_end);
+}
+
+// A crash can leave a record's header and entries written and its blocks
+// not: inside the preallocated file they read as zeros. Only the block check
+// (what a catch-up uses) sees that the record is not whole.
+TEST_F(SegmentStoreTest, ABlockCheckFindsARecordWhoseBlocksNeverLanded) {
+  auto w = store_->new_writer();
+  ASSERT_TRUE(w.ok());
+  write_file(**w, 1, {block(4096, 'a')}, 4096);
+  ASSERT_TRUE((*w)->sync().ok());
+  const uint64_t first_end = (*w)->size();
+  auto ext = write_file(**w, 2, {block(65536, 'b'), block(65536, 'c')}, 65536);
+  ASSERT_TRUE((*w)->sync().ok());
+  const uint64_t id = (*w)->id();
+  const std::string path = store_->list()[0].path;
+  // The writer stays open, as a killed daemon's would: the file keeps its
+  // preallocated size. The second block of the second record never landed.
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const std::string zeros(65536, '\0');
+  ASSERT_EQ(::pwrite(fd, zeros.data(), zeros.size(), static_cast<off_t>(ext[1].off)), 65536);
+  ::close(fd);
+  auto count = [&](SegmentStore::Check c, uint64_t* valid) {
+    int n = 0;
+    EXPECT_TRUE(store_
+                    ->scan(
+                        id, [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>&) { ++n; },
+                        valid, 0, c)
+                    .ok());
+    return n;
+  };
+  uint64_t valid = 0;
+  EXPECT_EQ(count(SegmentStore::Check::kHeaders, &valid), 2);  // the headers alone look whole
+  EXPECT_EQ(count(SegmentStore::Check::kBlocks, &valid), 1);
+  EXPECT_EQ(valid, first_end);
+  EXPECT_EQ(count(SegmentStore::Check::kBlocks, &valid), 1);
 }
 
 TEST_F(SegmentStoreTest, ASecondOwnerIsRefusedAndAReopenListsTheSegments) {
