@@ -43,7 +43,7 @@ Result<SegmentScan> scan_segment(SegmentStore& segs, uint64_t id, uint64_t from,
         for (const auto& e : entries) seqs.add_seq(e.snap.seq);
         if (fold) fold->add(entries);
       },
-      &sc.end, from, SegmentStore::Check::kBlocks);
+      &sc.end, from, SegmentStore::Check::kBlocks, &sc.damaged);
   if (!s.ok()) return s;
   sc.min_seq = seqs.min_seq;
   sc.max_seq = seqs.max_seq;
@@ -131,6 +131,11 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
       state.add_seq(scan->min_seq);
       state.add_seq(scan->max_seq);
       const uint64_t records = scan->records, valid = scan->end;
+      if (scan->damaged > 0)
+        spdlog::warn(
+            "segment {}: {} records not applied: a block in them fails its checksum (a write "
+            "a crash left half done, or damage)",
+            seg.path, scan->damaged);
       if (records > 0 && !adopt) {
         ++st->segments;
         if (!seen) ++st->new_segments;

@@ -52,6 +52,7 @@ class LogFold {
 // A segment's complete records from some offset on.
 struct SegmentScan {
   uint64_t records = 0;               // complete records read
+  uint64_t damaged = 0;               // skipped: a block fails its checksum
   uint64_t end = 0;                   // where the last one ends (the start, if none)
   uint64_t min_seq = 0, max_seq = 0;  // of their entries (0: none)
 };

@@ -421,7 +421,7 @@ bool blocks_intact(int fd, uint64_t id, uint64_t start, uint64_t end,
 }  // namespace
 
 Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes, uint64_t from,
-                          Check check) {
+                          Check check, uint64_t* damaged) {
   std::string path;
   {
     std::shared_lock l(mu_);
@@ -451,9 +451,11 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
     std::vector<RecordEntry> entries;
     if (!decode_entries(meta, &entries).ok()) break;
     if (check == Check::kBlocks &&
-        !blocks_intact(fd, id, off, off + h.total_len(), entries, &block))
-      break;
-    fn(off, h, entries);
+        !blocks_intact(fd, id, off, off + h.total_len(), entries, &block)) {
+      if (damaged) ++*damaged;
+    } else {
+      fn(off, h, entries);
+    }
     off += h.total_len();
   }
   ::close(fd);

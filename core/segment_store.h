@@ -89,17 +89,19 @@ class SegmentStore {
   // valid_bytes the end of the last complete record.
   //
   // kBlocks also reads every block a record's snapshots place inside that
-  // record and checks its hash: a record's header, entries and blocks are
-  // separate writes that a crash can leave half done, and inside a
-  // preallocated (or, without fallocate, sparse) file the missing part reads
-  // as zeros, not as a short file. What will be applied without having been
-  // committed (a catch-up) must pass this; records an index already holds,
-  // or that are only being walked (reclaim), need not.
+  // record and checks its hash, and skips (counts in *damaged, no fn call)
+  // a record that fails: a record's header, entries and blocks are separate
+  // writes that a crash can leave half done, and inside a preallocated (or,
+  // without fallocate, sparse) file the missing part reads as zeros, not as
+  // a short file. Skipped, not the end: the same test finds a block damaged
+  // later (bit rot), and the records after it still count. What will be
+  // applied without having been committed (a catch-up, a rebuild) must pass
+  // this; records only walked (reclaim) need not.
   enum class Check { kHeaders, kBlocks };
   using RecordFn =
       std::function<void(uint64_t off, const RecordHeader&, std::vector<RecordEntry>&)>;
   Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr, uint64_t from = 0,
-              Check check = Check::kHeaders);
+              Check check = Check::kHeaders, uint64_t* damaged = nullptr);
 
   // The segment log's state as the index knows it (catch-up at mount), and
   // as the flushers extend it: records complete up to `valid`, applied to

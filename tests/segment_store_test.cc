@@ -158,16 +158,17 @@ TEST_F(SegmentStoreTest, ScanStopsQuietlyAtATornTail) {
 
 // A crash can leave a record's header and entries written and its blocks
 // not: inside the preallocated file they read as zeros. Only the block check
-// (what a catch-up uses) sees that the record is not whole.
-TEST_F(SegmentStoreTest, ABlockCheckFindsARecordWhoseBlocksNeverLanded) {
+// (what a catch-up and a rebuild use) sees that the record is not whole; it
+// skips that record and keeps the ones after it (a damaged block in the
+// middle of a segment must not hide the rest).
+TEST_F(SegmentStoreTest, ABlockCheckSkipsARecordWhoseBlocksNeverLanded) {
   auto w = store_->new_writer();
   ASSERT_TRUE(w.ok());
   write_file(**w, 1, {block(4096, 'a')}, 4096);
-  ASSERT_TRUE((*w)->sync().ok());
-  const uint64_t first_end = (*w)->size();
   auto ext = write_file(**w, 2, {block(65536, 'b'), block(65536, 'c')}, 65536);
+  write_file(**w, 3, {block(4096, 'd')}, 4096);
   ASSERT_TRUE((*w)->sync().ok());
-  const uint64_t id = (*w)->id();
+  const uint64_t id = (*w)->id(), end = (*w)->size();
   const std::string path = store_->list()[0].path;
   // The writer stays open, as a killed daemon's would: the file keeps its
   // preallocated size. The second block of the second record never landed.
@@ -176,20 +177,25 @@ TEST_F(SegmentStoreTest, ABlockCheckFindsARecordWhoseBlocksNeverLanded) {
   const std::string zeros(65536, '\0');
   ASSERT_EQ(::pwrite(fd, zeros.data(), zeros.size(), static_cast<off_t>(ext[1].off)), 65536);
   ::close(fd);
-  auto count = [&](SegmentStore::Check c, uint64_t* valid) {
-    int n = 0;
+  auto inos = [&](SegmentStore::Check c, uint64_t* valid, uint64_t* damaged) {
+    std::vector<uint64_t> v;
     EXPECT_TRUE(store_
                     ->scan(
-                        id, [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>&) { ++n; },
-                        valid, 0, c)
+                        id,
+                        [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
+                          for (auto& e : es) v.push_back(e.snap.ino);
+                        },
+                        valid, 0, c, damaged)
                     .ok());
-    return n;
+    return v;
   };
-  uint64_t valid = 0;
-  EXPECT_EQ(count(SegmentStore::Check::kHeaders, &valid), 2);  // the headers alone look whole
-  EXPECT_EQ(count(SegmentStore::Check::kBlocks, &valid), 1);
-  EXPECT_EQ(valid, first_end);
-  EXPECT_EQ(count(SegmentStore::Check::kBlocks, &valid), 1);
+  uint64_t valid = 0, damaged = 0;
+  const std::vector<uint64_t> all{1, 2, 3}, whole{1, 3};
+  EXPECT_EQ(inos(SegmentStore::Check::kHeaders, &valid, &damaged), all);  // headers look whole
+  EXPECT_EQ(damaged, 0u);
+  EXPECT_EQ(inos(SegmentStore::Check::kBlocks, &valid, &damaged), whole);
+  EXPECT_EQ(damaged, 1u);
+  EXPECT_EQ(valid, end);
 }
 
 TEST_F(SegmentStoreTest, ASecondOwnerIsRefusedAndAReopenListsTheSegments) {

@@ -184,6 +184,9 @@ class Fsck {
       } else {
         records_ += scan->records;
         seg_records_[seg.id] = scan->records;
+        if (scan->damaged > 0)
+          warning("segment " + seg.path + ": " + std::to_string(scan->damaged) +
+                  " records with a block that fails its checksum (not applied by a rebuild)");
         if (valid < seg.bytes) {
           ++torn_;
           warning("segment " + seg.path + ": " + std::to_string(seg.bytes - valid) +
