@@ -265,8 +265,12 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
 
 Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
   KVFS_RETURN_IF_ERROR(check_writable());
-  if (no_space_.load(std::memory_order_relaxed))
-    return Status::NoSpace("backing dir full: nothing can be evicted");
+  if (no_space_.load(std::memory_order_relaxed)) {
+    // Refused while data waits for room that cannot be made. With nothing
+    // dirty left (the file that did not fit was removed), that is over.
+    if (ram_->dirty_bytes() > 0) return Status::NoSpace("backing dir full: nothing can be evicted");
+    no_space_ = false;
+  }
   if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
     return Status::FileTooBig("write past the maximum file size");
   // A file larger than the cap could never be flushed: it would sit dirty in

@@ -210,7 +210,6 @@ void Flusher::run(Worker* w) {
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
-        seal_if_full(w);
       } else {
         // A failed segment is never appended to again. One refused room is
         // sealed too: the evictor never reclaims an open segment, so a full
@@ -238,6 +237,7 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   // step on top). Meanwhile this thread still writes what the evictor waits
   // for: with every flusher parked here, nothing else would.
   const uint64_t grant = bytes + kBlockSize + store_->segs_->prealloc_step();
+  seal_if_full(w);  // before the wait: the evictor may need to reclaim it meanwhile
   if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant, [&] { serve_ungated(w); }));
   struct Release {
     Evictor* e;
@@ -246,7 +246,6 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
       if (e) e->release_room(n);
     }
   } release{gate ? store_->evictor_.get() : nullptr, grant};
-  seal_if_full(w);
   if (!w->writer) {
     auto nw = store_->segs_->new_writer();
     if (!nw.ok()) return nw.status();
@@ -302,7 +301,6 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
   Status st = write_batch(w, part, meta, /*gate=*/false, &pos);
   if (st.ok()) {
     finish_batch(part, meta, pos, sync);
-    seal_if_full(w);
     return;
   }
   w->writer.reset();  // a failed segment is never appended to again
@@ -310,9 +308,13 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
 }
 
 void Flusher::seal_if_full(Worker* w) {
-  // Sealed as soon as it is full, not at the next batch, which may wait long
-  // for room: only a sealed segment can be reclaimed. After the commit, so
-  // that the evictor never sees it sealed before the index has it.
+  // A full segment takes no more records: the next batch seals it, before
+  // it waits for room, since only a sealed segment can be reclaimed and a
+  // wait that held it open could be waiting for its own room. Not at once
+  // after the batch that filled it: a sealed sparse segment may be reclaimed
+  // without room to copy, which evicts its files whatever their age, and the
+  // newest files (a tmp file between its close and its rename, with
+  // evict_grace=0) would go first.
   if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
 }
 

@@ -107,6 +107,7 @@ class RamTier {
 
   void set_capacity(uint64_t capacity);
   uint64_t capacity() const { return capacity_.load(); }
+  uint64_t dirty_bytes() const { return dirty_bytes_.load(std::memory_order_relaxed); }
   // Drops every clean block (admin "drop caches"; tests).
   void drop_clean();
   RamTierStats stats() const;
