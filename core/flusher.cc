@@ -237,7 +237,6 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   // step on top). Meanwhile this thread still writes what the evictor waits
   // for: with every flusher parked here, nothing else would.
   const uint64_t grant = bytes + kBlockSize + store_->segs_->prealloc_step();
-  seal_if_full(w);  // before the wait: the evictor may need to reclaim it meanwhile
   if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant, [&] { serve_ungated(w); }));
   struct Release {
     Evictor* e;
@@ -246,6 +245,7 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
       if (e) e->release_room(n);
     }
   } release{gate ? store_->evictor_.get() : nullptr, grant};
+  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
   if (!w->writer) {
     auto nw = store_->segs_->new_writer();
     if (!nw.ok()) return nw.status();
@@ -305,17 +305,6 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
   }
   w->writer.reset();  // a failed segment is never appended to again
   fail_batch(part, meta, st);
-}
-
-void Flusher::seal_if_full(Worker* w) {
-  // A full segment takes no more records: the next batch seals it, before
-  // it waits for room, since only a sealed segment can be reclaimed and a
-  // wait that held it open could be waiting for its own room. Not at once
-  // after the batch that filled it: a sealed sparse segment may be reclaimed
-  // without room to copy, which evicts its files whatever their age, and the
-  // newest files (a tmp file between its close and its rename, with
-  // evict_grace=0) would go first.
-  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
 }
 
 void Flusher::serve_ungated(Worker* w) {

@@ -126,10 +126,7 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
   const uint64_t start = off_;
   // io_uring_submit may run a write inline (a FUSE or NFS backing blocks there).
   auto op = store_->track("write to segment " + std::to_string(id_));
-  // Only data preallocates: a metadata record (the evictor's, which passes
-  // no capacity gate) opening a fresh segment would otherwise take a whole
-  // step of room that nothing granted.
-  Status st = blocks.empty() ? Status::OK() : preallocate(pos);
+  Status st = preallocate(pos);
   if (st.ok()) st = submit(hp, head_len, start);
   for (size_t i = 0; st.ok() && i < blocks.size(); ++i) {
     st = submit(blocks[i].buf->data(), align_up(blocks[i].len), offs[i]);

@@ -95,21 +95,6 @@ TEST_F(SegmentStoreTest, SyncedBlocksReadBackAndAreListed) {
   EXPECT_FALSE(store_->list()[0].open);
 }
 
-TEST_F(SegmentStoreTest, MetadataAloneDoesNotPreallocate) {
-  auto w = store_->new_writer();
-  ASSERT_TRUE(w.ok());
-  RecordEntry e;
-  e.snap.ino = 9;
-  e.snap.seq = 1;
-  e.snap.mode = S_IFDIR | 0755;
-  std::vector<RecordEntry> es{e};
-  ASSERT_TRUE((*w)->append(RecordType::kMeta, es, {}, nullptr).ok());
-  ASSERT_TRUE((*w)->sync().ok());
-  // A step would be at least 4 MiB; the record is a few KiB.
-  EXPECT_LT(fs::file_size(store_->list()[0].path), 1u << 20);
-  EXPECT_LT(store_->used_bytes(), 1u << 20);
-}
-
 TEST_F(SegmentStoreTest, ADamagedBlockIsCorruptionNeverOtherBytes) {
   auto w = store_->new_writer();
   ASSERT_TRUE(w.ok());
