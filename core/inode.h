@@ -133,5 +133,4 @@ struct Attr {
   int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
-
 }  // namespace kvfs
