@@ -12,11 +12,13 @@
 #include <system_error>
 #include <thread>
 
+#include "core/file_data.h"
 #include "core/flusher.h"
 #include "core/index.h"
 #include "core/log.h"
 #include "core/recovery.h"
 #include "core/segment_store.h"
+#include "core/space_budget.h"
 
 namespace kvfs {
 
@@ -52,10 +54,23 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
                              " only; give a smaller segment_size or an explicit capacity");
   }
   s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
+  s->data_ = std::make_unique<FileData>(s->ram_.get(), s->segs_.get());
+  SpaceBudget::Limits lim;
+  lim.capacity = s->cfg_.capacity;
+  lim.high_watermark = cfg.high_watermark;
+  lim.slack = cfg.segment_size - SpaceBudget::kMetaReserve;
+  s->budget_ = std::make_unique<SpaceBudget>(lim, s->segs_.get());
   s->ns_ = std::make_unique<Namespace>(static_cast<Journal*>(s.get()), s->clock_);
-  s->flusher_ = std::make_unique<Flusher>(s.get());
-  s->evictor_ = std::make_unique<Evictor>(s.get(), s->clock_);
   KVFS_RETURN_IF_ERROR(s->load());
+  // The flushers and the evictor are wired once the index is the one to use
+  // (load may rebuild it); journal entries made before wait in unlogged_.
+  s->flusher_ = std::make_unique<Flusher>(
+      Flusher::Parts{&s->cfg_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->index_.get(),
+                     s->io_.get(), s->budget_.get(), s->data_.get()});
+  s->evictor_ = std::make_unique<Evictor>(Evictor::Parts{
+      &s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->index_.get(),
+      s->io_.get(), s->budget_.get(), s->data_.get(), s->flusher_.get(), &s->reclaim_mu_});
+  if (!s->unlogged_.empty()) s->flusher_->add_meta(std::move(s->unlogged_));
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
   BackingIo* io = s->io_.get();
@@ -115,28 +130,6 @@ Status BlockStore::Close() {
 // ----------------------------------------------------------------------------
 // Journal
 
-InodeSnapshot BlockStore::snapshot_locked(const Inode& in, uint64_t parent, std::string_view name) {
-  InodeSnapshot s;
-  s.ino = in.ino;
-  s.parent = parent;
-  s.name = std::string(name);
-  s.mode = in.mode;
-  s.uid = in.uid;
-  s.gid = in.gid;
-  s.size = in.size;
-  s.atime_ns = in.atime_ns;
-  s.mtime_ns = in.mtime_ns;
-  s.ctime_ns = in.ctime_ns;
-  s.symlink = in.symlink;
-  s.rdev = in.rdev;
-  s.xattrs = in.xattrs;
-  for (uint32_t i = 0; i < in.blocks.size(); ++i) {
-    const BlockSlot& b = in.blocks[i];
-    if (!b.buf && b.ext.valid()) s.extents.push_back({i, b.ext});
-  }
-  return s;
-}
-
 Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) {
   if (cfg_.read_only) return Status::ReadOnly();
   std::vector<InodeSnapshot> snaps;
@@ -149,9 +142,9 @@ Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode
       snaps.back().name = std::string(p.name);
     } else {
       std::lock_guard g(p.in->mu);
-      snaps.push_back(snapshot_locked(*p.in, p.parent, p.name));
+      snaps.push_back(FileData::snapshot_locked(*p.in, p.parent, p.name));
     }
-    snaps.back().seq = next_seq_.fetch_add(1);
+    snaps.back().seq = ns_->take_seq();
   }
   IndexBatch b;
   for (auto& s : snaps) b.puts.push_back(&s);
@@ -161,7 +154,7 @@ Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode
     RecordEntry e;
     e.kind = EntryKind::kTombstone;
     e.snap.ino = d->ino;
-    e.snap.seq = next_seq_.fetch_add(1);
+    e.snap.seq = ns_->take_seq();
     b.deletes.push_back({d->ino, e.snap.seq});
     entries.push_back(std::move(e));
   }
@@ -171,12 +164,15 @@ Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode
   // later rebuild.
   for (const RecordEntry& e : entries) b.pending.push_back(&e);
   b.next_ino = ns_->next_ino();
-  b.next_seq = next_seq_.load();
+  b.next_seq = ns_->next_seq();
   KVFS_RETURN_IF_ERROR(index_->commit(b, false));
   for (size_t i = 0; i < puts.size(); ++i)
     puts[i].in->committed = std::make_unique<InodeSnapshot>(std::move(snaps[i]));
   for (Inode* d : deletes) d->committed.reset();
-  if (flusher_) flusher_->add_meta(std::move(entries));
+  if (flusher_)
+    flusher_->add_meta(std::move(entries));
+  else
+    unlogged_.insert(unlogged_.end(), entries.begin(), entries.end());
   return Status::OK();
 }
 
@@ -289,7 +285,7 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   // the next flush of the file: it does not deserve a segment record.
   if (meta) {
     mark_dirty_locked(*in);
-    if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+    if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   }
   Attr a = attr_locked(*in);
   fix_nlink(in, &a);
@@ -361,7 +357,7 @@ Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
   (*r)->kept_for_kernel = true;
-  if (data_unused_locked(**r)) free_data_locked(**r);
+  if (FileData::unused_locked(**r)) data_->free_locked(**r);
   return Status::OK();
 }
 
@@ -378,7 +374,7 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
   if (InodeRef replaced = *r) {
     std::lock_guard g(replaced->mu);
     replaced->kept_for_kernel = true;
-    if (data_unused_locked(*replaced)) free_data_locked(*replaced);
+    if (FileData::unused_locked(*replaced)) data_->free_locked(*replaced);
   }
   return Status::OK();
 }
@@ -391,12 +387,8 @@ void BlockStore::forget(uint64_t ino, uint64_t n) {
   // The last kernel reference to an unlinked file: nothing can open it now.
   if (InodeRef gone = ns_->forget(ino, n)) {
     std::lock_guard g(gone->mu);
-    if (!gone->evicted) free_data_locked(*gone);
+    if (!gone->evicted) data_->free_locked(*gone);
   }
-}
-
-bool BlockStore::data_unused_locked(const Inode& in) const {
-  return !in.linked.load() && in.open_count == 0 && (!in.kept_for_kernel || in.nlookup.load() == 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -420,7 +412,7 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
   in->xattrs[name] = std::string(value);
   in->ctime_ns = clock_->now_ns();
   mark_dirty_locked(*in);
-  if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   return Status::OK();
 }
 
@@ -451,202 +443,8 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   if (in->xattrs.erase(name) == 0) return Status::NoData();
   in->ctime_ns = clock_->now_ns();
   mark_dirty_locked(*in);
-  if (in->active_writers == 0 && in->linked.load()) flusher_->enqueue_locked(in, false);
+  if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   return Status::OK();
-}
-
-// ----------------------------------------------------------------------------
-
-StatFs BlockStore::statfs() {
-  // The cap is the filesystem's size as the offloaders see it (df, and
-  // LMCache's statvfs-based checks).
-  StatFs s;
-  s.total_bytes = evictor_->capacity();
-  const uint64_t used = segs_->used_bytes();
-  s.free_bytes = s.avail_bytes = s.total_bytes > used ? s.total_bytes - used : 0;
-  s.files = ns_->count();
-  s.files_free = 1ull << 32;
-  return s;
-}
-
-StoreStats BlockStore::stats() {
-  StoreStats st;
-  for (auto& in : ns_->all()) {
-    std::lock_guard g(in->mu);
-    ++st.inodes;
-    // Files and directories a client can still open: not ones evicted or
-    // unlinked that the kernel still references.
-    if (!in->linked.load()) continue;
-    if (in->is_reg()) {
-      ++st.files;
-      st.logical_bytes += in->size;
-    } else if (in->is_dir()) {
-      ++st.dirs;
-    }
-  }
-  st.ram = ram_->stats();
-  auto segs = segs_->list();
-  st.segments = segs.size();
-  for (auto& s : segs) st.segment_bytes += s.bytes;
-  st.backing_reads = backing_reads_.load();
-  st.backing_read_bytes = backing_read_bytes_.load();
-  st.flushed_files = flusher_->flushed_files();
-  st.flushed_bytes = flusher_->flushed_bytes();
-  st.flush_batches = flusher_->batches();
-  st.checksum_errors = checksum_errors_.load();
-  st.io_errors = io_errors_.load() + flusher_->io_errors();
-  st.enospc_errors = flusher_->enospc_errors();
-  st.dropped_files = dropped_files_.load();
-  st.queued = flusher_->queued();
-  st.capacity = evictor_->capacity();
-  st.ram_block_hits = ram_block_hits_.load();
-  st.negative_lookups = negative_lookups_.load();
-  st.file_lookups = file_lookups_.load();
-  st.ram_hit_bytes = ram_hit_bytes_.load();
-  st.ram_miss_bytes = ram_miss_bytes_.load();
-  st.live_bytes = segs_->live_bytes();
-  return st;
-}
-
-void BlockStore::flush_async() {
-  if (cfg_.read_only) return;
-  for (auto& in : ns_->all()) {
-    std::lock_guard g(in->mu);
-    if (in->dirty() && in->linked.load() && in->active_writers == 0)
-      flusher_->enqueue_locked(in, false);
-  }
-}
-
-Result<std::vector<LsEntry>> BlockStore::ls(uint64_t dir) {
-  std::vector<std::pair<std::string, uint64_t>> names;
-  KVFS_RETURN_IF_ERROR(
-      ns_->readdir(dir, 2, [&](std::string_view n, uint64_t ino, uint32_t, uint64_t) {
-        names.emplace_back(std::string(n), ino);
-        return true;
-      }));
-  std::vector<LsEntry> out;
-  for (auto& [name, ino] : names) {
-    InodeRef in = ns_->get(ino);
-    if (!in) continue;
-    std::lock_guard g(in->mu);
-    LsEntry e{name, ino, in->mode, in->size, "-", in->last_access_ns.load()};
-    if (in->is_reg()) {
-      size_t dirty = 0, ram = 0, disk = 0;
-      for (auto& b : in->blocks) {
-        if (b.buf)
-          ++dirty;
-        else if (b.ext.valid())
-          (ram_->contains(ExtentKey{b.ext.seg, b.ext.off}) ? ram : disk)++;
-      }
-      if (dirty)
-        e.tier = "dirty";
-      else if (ram && !disk)
-        e.tier = "ram";
-      else if (disk && !ram)
-        e.tier = "backing";
-      else if (ram && disk)
-        e.tier = "mixed";
-    }
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-EvictorStats BlockStore::evictor_stats() {
-  return evictor_->stats();
-}
-
-Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  return evictor_->evict(r);
-}
-
-const std::string& BlockStore::node_id() const {
-  return segs_->node();
-}
-
-void BlockStore::evict_pass_now() {
-  evictor_->pass_now();
-}
-
-uint64_t BlockStore::housekeep() {
-  return cfg_.read_only ? 0 : evictor_->housekeep_now();
-}
-
-Result<uint64_t> BlockStore::resolve(std::string_view path) {
-  auto r = ns_->resolve(path);
-  if (!r.ok()) return r.status();
-  return (*r)->ino;
-}
-
-StoreConfig BlockStore::live_config() const {
-  StoreConfig c = cfg_;
-  c.ram_size = ram_->capacity();
-  c.capacity = capacity();
-  c.evict_grace_s = evict_grace();
-  c.io_timeout_s = io_timeout();
-  c.node_id = node_id();
-  return c;
-}
-
-Status BlockStore::set_capacity(uint64_t bytes) {
-  // 0 in a StoreConfig means "computed at mount", which validate() accepts.
-  if (bytes == 0) return Status::Invalid("capacity must be at least two segments");
-  StoreConfig c = live_config();
-  c.capacity = bytes;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  evictor_->set_capacity(bytes);
-  no_space_ = false;
-  ram_->set_flush_error(Status::OK());
-  flusher_->retry_now();
-  spdlog::info("capacity set to {}", format_size(bytes));
-  return Status::OK();
-}
-
-Status BlockStore::set_ram_size(uint64_t bytes) {
-  StoreConfig c = live_config();
-  c.ram_size = bytes;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  ram_->set_capacity(bytes);
-  spdlog::info("ram_size set to {}", format_size(bytes));
-  return Status::OK();
-}
-
-Status BlockStore::set_evict_grace(double seconds) {
-  StoreConfig c = live_config();
-  c.evict_grace_s = seconds;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  evictor_->set_grace_s(seconds);
-  return Status::OK();
-}
-
-Status BlockStore::set_io_timeout(double seconds) {
-  StoreConfig c = live_config();
-  c.io_timeout_s = seconds;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  io_->set_timeout(seconds);
-  spdlog::info("io_timeout set to {} s", seconds);
-  return Status::OK();
-}
-
-double BlockStore::io_timeout() const {
-  return io_->timeout();
-}
-
-BackingIoStats BlockStore::backing_io_stats() const {
-  return io_->stats();
-}
-
-double BlockStore::evict_grace() const {
-  return evictor_->grace_s();
-}
-uint64_t BlockStore::capacity() const {
-  return evictor_->capacity();
-}
-
-Status BlockStore::flush_all() {
-  if (cfg_.read_only) return Status::OK();
-  return flusher_->flush_all(/*include_open=*/false);
 }
 
 }  // namespace kvfs

@@ -1,10 +1,28 @@
-// BlockStore: the facade over the tiers. fs/ talks only to this class.
+// BlockStore: the thin owner of core/'s parts. Open() makes and wires them;
+// fs/ talks only to this class (the namespace and file operations).
 //
-//   Namespace   inodes and directories, in memory (namespace.h)
-//   RamTier     RAM budget and clean-block cache (ram_tier.h)
-//   Flusher     dirty data -> segments -> index (flusher.h)
-//   SegmentStore the backing directory (segment_store.h)
-//   Index       RocksDB (index.h)
+//   Namespace    inodes and directories, in memory; seqs (namespace.h)
+//   FileData     a file's block slots and their accounting, cold block
+//                reads, the "ready to flush" rule (file_data.h)
+//   RamTier      RAM budget and clean-block cache (ram_tier.h)
+//   Flusher      dirty data -> segments -> index (flusher.h)
+//   Evictor      LRU eviction, segment reclaim, housekeeping (evictor.h)
+//   SpaceBudget  the cap, room for flushes, the no-space state (space_budget.h)
+//   SegmentStore the backing directory's segment log (segment_store.h)
+//   Index        RocksDB (index.h)
+//   BackingIo    deadlines on backing-dir calls (backing_io.h)
+//
+// Who calls whom (no part calls back into one that calls it, but for two
+// interfaces the owner passes down: Namespace -> Journal, implemented here,
+// and RamTier's pressure callback -> Flusher):
+//
+//   BlockStore -> every part
+//   Evictor    -> Flusher (copies forward, carried tombstones, retries)
+//   Evictor, Flusher -> SpaceBudget, Namespace, FileData, RamTier,
+//                       SegmentStore, Index, BackingIo
+//   FileData   -> RamTier, SegmentStore
+//   SpaceBudget -> SpaceUsage (SegmentStore's sizes)
+//   SegmentStore -> BackingIo
 //
 // Life of a file's data: write -> dirty buffers in the inode; close -> queued;
 // a flusher packs it into the open segment, fdatasyncs, then commits the
@@ -12,6 +30,20 @@
 // cache entries keyed by their extents and may leave RAM; a read of a block no
 // longer in RAM reads its extent and checks its XXH3 (EIO and the file is
 // dropped on a mismatch: a cache may lose an entry, never serve wrong bytes).
+//
+// Lock order, for the whole of core/ (a thread holding a lock takes only
+// locks after it; TSan's lock-order checks run over the suite):
+//
+//   Evictor::pass_mu_
+//   -> Namespace::mu_ (shared for lookups and flush commits) | reclaim_mu_
+//      (shared by readers of extents, exclusive to forget a segment; never
+//      held together with Namespace::mu_)
+//   -> Inode::mu (one at a time)
+//   -> Flusher::q_mu_
+//   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
+//      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_.
+//   SpaceBudget::mu_ is taken with no other lock held (it reads
+//   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
 // Thread-safe: every public method may be called from any FUSE worker.
 #pragma once
@@ -36,6 +68,7 @@
 #include "core/inode.h"
 #include "core/namespace.h"
 #include "core/ram_tier.h"
+#include "core/record.h"
 #include "core/recovery.h"
 #include "core/status.h"
 
@@ -43,8 +76,10 @@ namespace kvfs {
 
 class Index;
 struct IndexBatch;
-class SegmentStore;
+class FileData;
 class Flusher;
+class SegmentStore;
+class SpaceBudget;
 
 struct Caller {
   uint32_t uid = 0, gid = 0;
@@ -203,11 +238,9 @@ class BlockStore : public Journal {
   // Told (parent, name, ino) after the evictor removed a name, so that the
   // kernel's caches can be invalidated. Called with no lock held.
   using EvictListener = std::function<void(uint64_t, const std::string&, uint64_t)>;
-  void set_eviction_listener(EvictListener fn) { on_evict_ = std::move(fn); }
+  void set_eviction_listener(EvictListener fn);
 
  private:
-  friend class Flusher;
-  friend class Evictor;
   BlockStore(const StoreConfig& cfg, const Clock* clock);
   Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) override;
   Status load();
@@ -218,14 +251,8 @@ class BlockStore : public Journal {
   // Registers a new handle in open_files_; returns it.
   OpenFile* track_handle(OpenFile* f);
   Status truncate_locked(Inode& in, uint64_t size);
-  Status read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out);
   void drop_file(const InodeRef& in, const Status& why);
-  void free_data_locked(Inode& in);
-  // An unlinked file's data may go: nobody has it open and, when a client
-  // removed it, the kernel holds no inode it could still open.
-  bool data_unused_locked(const Inode& in) const;
   void mark_dirty_locked(Inode& in);
-  InodeSnapshot snapshot_locked(const Inode& in, uint64_t parent, std::string_view name);
   // Creates a data-less inode (symlink, FIFO, socket, device), journaled at
   // once; +1 kernel ref.
   Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);
@@ -240,15 +267,18 @@ class BlockStore : public Journal {
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<FileData> data_;
+  std::unique_ptr<SpaceBudget> budget_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
   std::unique_ptr<Evictor> evictor_;
   EvictListener on_evict_;  // set before the mount serves requests
+  // Journal entries made before the flushers exist (at load), handed to them
+  // once they do. Open's thread only.
+  std::vector<RecordEntry> unlogged_;
   // Readers of segment extents hold it shared from choosing an extent until
   // their read completes; deleting a segment takes it exclusively.
   std::shared_mutex reclaim_mu_;
-  std::atomic<bool> no_space_{false};  // the last flush failed for lack of room
-  std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> closed_{false};
   std::thread prefault_;  // BufferPool::prefill at mount
   std::atomic<bool> stop_prefault_{false};
@@ -258,8 +288,7 @@ class BlockStore : public Journal {
   std::mutex open_mu_;
   std::unordered_set<OpenFile*> open_files_;  // guarded by open_mu_
 
-  std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
-  std::atomic<uint64_t> checksum_errors_{0}, io_errors_{0}, dropped_files_{0};
+  std::atomic<uint64_t> dropped_files_{0};
   std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0}, file_lookups_{0};
   std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
 };

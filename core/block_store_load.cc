@@ -157,13 +157,11 @@ Status BlockStore::load() {
   if (auto dropped = index_->drop_tombstones(); !dropped.ok()) return dropped.status();
   // Journal entries the index holds that never reached a segment (a crash
   // before the flushers wrote them): queued for the segments again.
-  std::vector<RecordEntry> unlogged;
-  KVFS_RETURN_IF_ERROR(index_->pending([&](RecordEntry&& e) { unlogged.push_back(std::move(e)); }));
-  if (!unlogged.empty()) {
+  KVFS_RETURN_IF_ERROR(
+      index_->pending([&](RecordEntry&& e) { unlogged_.push_back(std::move(e)); }));
+  if (!unlogged_.empty())
     spdlog::info("{} journal entries not yet in a segment are written there again",
-                 unlogged.size());
-    flusher_->add_meta(std::move(unlogged));
-  }
+                 unlogged_.size());
 
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) {
@@ -199,7 +197,7 @@ Status BlockStore::load() {
     ns_->reserve_inos_below(std::strtoull(ni->c_str(), nullptr, 10));
   if (auto ns = index_->get_meta("next_seq"); ns.ok())
     max_seq = std::max<uint64_t>(max_seq, std::strtoull(ns->c_str(), nullptr, 10));
-  next_seq_ = max_seq + 1;
+  ns_->set_next_seq(max_seq + 1);
   spdlog::info("index loaded: {} inodes in {:.2f} s (scan {:.2f} s, tree {:.2f} s, usage {:.2f} s)",
                ns_->count(), since(t0), scan_s, tree_s, since(t2));
   return ns_->ensure_root(::geteuid(), ::getegid());

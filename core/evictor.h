@@ -19,12 +19,14 @@
 // Never evicted: open files, files looked up / stat'ed / read / touched within
 // evict_grace (plus the kernel's cache timeouts), and dirty files. The
 // kernel's caches of an evicted name are invalidated through the listener.
-// When nothing can be evicted, flushes wait briefly (wait_for_room: as long as
-// each pass frees space or evicts files) and then fail with ENOSPC instead of
-// growing past capacity plus one segment.
+// When nothing can be evicted, flushes wait briefly (SpaceBudget::
+// wait_for_room: as long as each pass frees space or evicts files) and then
+// fail with ENOSPC instead of growing past capacity plus one segment. The
+// evictor's thread runs a pass when the budget asks for one (next_pass) and
+// at least every second; it never calls the budget's waits itself.
 //
 // Thread-safe. One pass runs at a time (pass_mu_). Lock order: pass_mu_ ->
-// Namespace::mu_ -> Inode::mu; mu_ (the wake-up state) is a leaf.
+// reclaim_mu -> Namespace::mu_ -> Inode::mu (block_store.h has core/'s).
 #pragma once
 
 #include <atomic>
@@ -32,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,7 +46,15 @@
 
 namespace kvfs {
 
-class BlockStore;
+class BackingIo;
+class FileData;
+class Flusher;
+class Index;
+class Namespace;
+class RamTier;
+class SegmentStore;
+class SpaceBudget;
+struct StoreConfig;
 
 struct EvictRequest {
   enum class Kind { kPath, kPrefix, kAll, kToSize, kOlderThan };
@@ -74,23 +85,32 @@ struct EvictorStats {
 
 class Evictor {
  public:
-  Evictor(BlockStore* store, const Clock* clock);
+  // What the evictor uses; every part outlives it (BlockStore owns them all).
+  struct Parts {
+    const StoreConfig* cfg;
+    const Clock* clock;             // grace periods, LRU order, housekeeping ages
+    Namespace* ns;                  // candidates and removals
+    RamTier* ram;                   // cached blocks, dirty budget of copies
+    SegmentStore* segs;             // usage, scans, deletion
+    Index* index;                   // segment drops
+    BackingIo* io;                  // no reclaim while the dir is stalled
+    SpaceBudget* budget;            // the cap, room and pass requests
+    FileData* data;                 // slots: freed, copied forward, cold reads
+    Flusher* flusher;               // writes copies forward and carried entries
+    std::shared_mutex* reclaim_mu;  // readers of extents shared, deletion exclusive
+  };
+  // Told (parent, name, ino) after a name was removed, with no lock held.
+  using Listener = std::function<void(uint64_t, const std::string&, uint64_t)>;
+
+  explicit Evictor(const Parts& parts);
   ~Evictor();
 
+  // listener: set before start.
+  void set_listener(Listener fn) { on_evict_ = std::move(fn); }
   void start();
+  // Stops the budget's waits too (a flush then fails at once for lack of
+  // room instead of waiting for passes that will not come).
   void stop();
-  // Wakes the background pass (after a flush, or when space is short).
-  void kick();
-  // Called by the backing filesystem's own ENOSPC: evict below what is used.
-  void backing_full();
-  // The same, waiting for the pass: OK if it freed space (retry the write).
-  Status free_space_now();
-  // Flusher gate: OK once `bytes` more fit under capacity + one segment;
-  // NoSpace if a pass could not make room. While it waits it calls serve
-  // every 100 ms (without locks held): the pass may be waiting for it.
-  Status wait_for_room(uint64_t bytes, const std::function<void()>& serve);
-  // Returns a grant of wait_for_room once the batch is written (or failed).
-  void release_room(uint64_t bytes);
 
   Result<EvictResult> evict(const EvictRequest& r);
   // Runs the housekeeping pass now; returns how many files it removed.
@@ -98,8 +118,6 @@ class Evictor {
   // Runs one capacity pass (evict, reclaim) on the caller's thread.
   void pass_now() { pass(false); }
 
-  uint64_t capacity() const { return capacity_.load(); }
-  void set_capacity(uint64_t bytes);
   double grace_s() const;
   void set_grace_s(double s);
   EvictorStats stats() const;
@@ -129,22 +147,11 @@ class Evictor {
   void reclaim(uint64_t target_used, int64_t now, bool compact);
   bool reclaim_segment(uint64_t seg, bool copy, int64_t now);
 
-  BlockStore* const store_;
-  const Clock* const clock_;
-  std::atomic<uint64_t> capacity_{0};
+  const Parts p_;
   std::atomic<int64_t> grace_ns_{0};
-  std::atomic<uint64_t> inflight_{0};  // granted by wait_for_room, not yet written
-  std::atomic<uint64_t> wanted_{0};    // asked for by flushes waiting in wait_for_room
+  Listener on_evict_;
 
   std::mutex pass_mu_;  // one pass at a time
-
-  std::mutex mu_;
-  std::condition_variable cv_;       // guarded by mu_: wakes run()
-  std::condition_variable room_cv_;  // guarded by mu_: a pass finished
-  bool stop_ = false;                // guarded by mu_
-  bool kicked_ = false;              // guarded by mu_
-  bool full_ = false;                // guarded by mu_: backing fs said ENOSPC
-  uint64_t pass_count_ = 0;          // guarded by mu_
   std::thread thread_;
   int64_t last_housekeeping_ = 0;  // run() thread only
 
@@ -154,7 +161,7 @@ class Evictor {
   };
   LogTally tally_[4];  // by Reason
   std::atomic<uint64_t> ev_cap_{0}, ev_admin_{0}, ev_tmp_{0}, ev_reclaim_{0}, ev_bytes_{0};
-  std::atomic<uint64_t> dirs_removed_{0}, segs_deleted_{0}, copied_{0}, enospc_{0};
+  std::atomic<uint64_t> dirs_removed_{0}, segs_deleted_{0}, copied_{0};
 };
 
 }  // namespace kvfs

@@ -5,14 +5,13 @@
 #include <cstring>
 
 #include "core/block_store.h"
+#include "core/file_data.h"
 #include "core/flusher.h"
 #include "core/log.h"
 #include "core/segment_store.h"
 
 namespace kvfs {
 namespace {
-
-LogLimiter g_read_err_log;
 
 const char* zero_page() {
   static char* z = [] {
@@ -21,13 +20,6 @@ const char* zero_page() {
     return p;
   }();
   return z;
-}
-
-// Keeps the bytes between len and the next 4 KiB boundary zero, so a block
-// can be written to a segment as whole pages without leaking stale memory.
-void zero_tail(Buffer& b, uint32_t len) {
-  const size_t end = std::min<size_t>(align_up(len), b.capacity());
-  if (end > len) std::memset(b.data() + len, 0, end - len);
 }
 
 }  // namespace
@@ -101,11 +93,11 @@ Status BlockStore::closed(OpenFile* f) {
     f->sealed = true;
     --in.active_writers;
   }
-  if (in.active_writers == 0 && in.dirty() && in.linked.load() && !cfg_.read_only)
+  if (FileData::ready_to_flush_locked(in) && !cfg_.read_only)
     flusher_->enqueue_locked(f->in, false);
   // Accepted into RAM while the cap is full of what cannot be evicted: it
   // may never be flushed, and the client should know before it relies on it.
-  if (in.dirty() && in.linked.load() && no_space_.load(std::memory_order_relaxed))
+  if (in.dirty() && in.linked.load() && budget_->no_space())
     return Status::NoSpace("backing dir full: nothing can be evicted, this file is not flushed");
   return Status::OK();
 }
@@ -127,50 +119,12 @@ void BlockStore::release(OpenFile* f) {
     if (writable && --in->open_writers == 0) flusher_->untrack_locked(in);
     unlinked = !in->linked.load();
     if (unlinked) {
-      if (data_unused_locked(*in)) free_data_locked(*in);
-    } else if (in->active_writers == 0 && in->dirty() && !cfg_.read_only) {
+      if (FileData::unused_locked(*in)) data_->free_locked(*in);
+    } else if (FileData::ready_to_flush_locked(*in) && !cfg_.read_only) {
       flusher_->enqueue_locked(in, false);
     }
   }
   if (unlinked) ns_->reap_if_unused(in);
-}
-
-void BlockStore::free_data_locked(Inode& in) {
-  // An unlinked file nobody has open loses its data here; a late open by
-  // inode number (a lookup that raced the unlink) must then be a miss, not
-  // a file of zeros.
-  in.evicted = true;
-  uint64_t charge = 0;
-  for (BlockSlot& s : in.blocks) {
-    charge += s.charge;
-    if (s.ext.valid()) {
-      ram_->erase(ExtentKey{s.ext.seg, s.ext.off});
-      segs_->remove_live(s.ext);
-    }
-  }
-  in.blocks.clear();
-  in.blocks.shrink_to_fit();
-  in.dirty_charge = 0;
-  if (charge) ram_->release_dirty(charge);
-}
-
-Status BlockStore::read_block(Inode& in, uint32_t idx, const Extent& ext, ConstBufRef* out) {
-  BufRef b = BufferPool::allocate(align_up(ext.len));
-  Status st = segs_->read_extent(ext, b);
-  backing_reads_.fetch_add(1, std::memory_order_relaxed);
-  if (!st.ok()) {
-    (st.code() == Status::Code::kCorruption ? checksum_errors_ : io_errors_).fetch_add(1);
-    uint64_t held = 0;
-    if (g_read_err_log.allow(&held))
-      spdlog::error("read of inode {} block {} failed: {} ({} similar errors not shown)", in.ino,
-                    idx, st.ToString(), held);
-    return st;
-  }
-  backing_read_bytes_.fetch_add(ext.len, std::memory_order_relaxed);
-  zero_tail(*b, ext.len);
-  ram_->insert(ExtentKey{ext.seg, ext.off}, b);
-  *out = std::move(b);
-  return Status::OK();
 }
 
 void BlockStore::drop_file(const InodeRef& in, const Status& why) {
@@ -237,7 +191,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
   for (Piece& p : pieces) {
     if (!p.miss.valid()) continue;
-    Status st = read_block(in, p.idx, p.miss, &p.ref);
+    Status st = data_->read_block(in.ino, p.idx, p.miss, &p.ref);
     if (!st.ok()) {
       if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);
       return Status::IOError(st.message());
@@ -265,17 +219,17 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
 
 Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
   KVFS_RETURN_IF_ERROR(check_writable());
-  if (no_space_.load(std::memory_order_relaxed)) {
+  if (budget_->no_space()) {
     // Refused while data waits for room that cannot be made. With nothing
     // dirty left (the file that did not fit was removed), that is over.
     if (ram_->dirty_bytes() > 0) return Status::NoSpace("backing dir full: nothing can be evicted");
-    no_space_ = false;
+    budget_->clear_no_space();
   }
   if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
     return Status::FileTooBig("write past the maximum file size");
   // A file larger than the cap could never be flushed: it would sit dirty in
   // RAM, reported written, and be lost at unmount. Refuse it up front.
-  if (const uint64_t cap = evictor_->capacity(); off > cap || size > cap - off)
+  if (const uint64_t cap = budget_->capacity(); off > cap || size > cap - off)
     return Status::FileTooBig("file would be larger than the capacity (" + format_size(cap) + ")");
   InodeRef& in = f->in;
   size_t pos = 0;
@@ -292,7 +246,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
       if (pos > 0) return pos;
       return rs;
     }
-    uint64_t used = 0, freed = 0;
+    uint64_t used = 0;
     Status ws;
     {
       std::shared_lock rl(reclaim_mu_);
@@ -316,7 +270,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
           ConstBufRef src = s.buf;
           if (!src && s.ext.valid()) {
             src = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
-            if (!src) ws = read_block(*in, idx, s.ext, &src);
+            if (!src) ws = data_->read_block(in->ino, idx, s.ext, &src);
           }
           if (ws.ok() && src) {
             std::memcpy(nb->data(), src->data(), s.len);
@@ -327,16 +281,12 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
           if (bo > have) std::memset(nb->data() + have, 0, bo - have);
           std::memcpy(nb->data() + bo, data + pos, n);
           used = nb->capacity();
-          freed = s.charge;
-          s.buf = std::move(nb);
-          s.lent = false;
-          s.charge = static_cast<uint32_t>(used);
+          data_->set_dirty_locked(*in, s, std::move(nb));
         }
       }
       if (ws.ok()) {
         s.len = new_len;
         zero_tail(*s.buf, new_len);
-        in->dirty_charge += used - freed;
         in->size = std::max<uint64_t>(in->size, cur + n);
         in->mtime_ns = in->ctime_ns = clock_->now_ns();
         ++in->version;
@@ -348,7 +298,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
           flusher_->enqueue_locked(in, false);  // mmap write-back after close
       }
     }
-    ram_->release_dirty(kBlockSize - used + freed);
+    ram_->release_dirty(kBlockSize - used);
     if (!ws.ok()) {
       if (pos > 0) return pos;
       return Status::IOError(ws.message());
@@ -362,14 +312,7 @@ Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
   if (size == in.size) return Status::OK();
   if (size < in.size) {
     const size_t nblocks = static_cast<size_t>((size + kBlockSize - 1) / kBlockSize);
-    uint64_t released = 0;
-    for (size_t i = nblocks; i < in.blocks.size(); ++i) {
-      released += in.blocks[i].charge;
-      if (in.blocks[i].ext.valid()) segs_->remove_live(in.blocks[i].ext);
-    }
-    if (in.blocks.size() > nblocks) in.blocks.resize(nblocks);
-    in.dirty_charge -= released;
-    if (released) ram_->release_dirty(released);
+    data_->cut_locked(in, nblocks);
     // Blocks past the slots are holes (a file grown by truncate): nothing
     // to cut there.
     if (nblocks > 0 && nblocks <= in.blocks.size()) {
@@ -384,15 +327,13 @@ Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
           ConstBufRef src = s.buf;
           if (!src) {
             src = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
-            if (!src) KVFS_RETURN_IF_ERROR(read_block(in, uint32_t(nblocks - 1), s.ext, &src));
+            if (!src)
+              KVFS_RETURN_IF_ERROR(data_->read_block(in.ino, uint32_t(nblocks - 1), s.ext, &src));
           }
           BufRef nb = BufferPool::allocate(keep);
           std::memcpy(nb->data(), src->data(), keep);
           ram_->charge_dirty(nb->capacity());
-          in.dirty_charge += nb->capacity() - s.charge;
-          if (s.charge) ram_->release_dirty(s.charge);
-          s.charge = static_cast<uint32_t>(nb->capacity());
-          s.buf = std::move(nb);
+          data_->set_dirty_locked(in, s, std::move(nb));
         }
         s.len = keep;
         zero_tail(*s.buf, keep);

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/block_store.h"
-#include "core/evictor.h"
+#include "core/backing_io.h"
+#include "core/file_data.h"
 #include "core/index.h"
 #include "core/log.h"
+#include "core/namespace.h"
+#include "core/ram_tier.h"
 #include "core/segment_store.h"
+#include "core/space_budget.h"
 
 namespace kvfs {
 
@@ -37,14 +40,14 @@ LogLimiter g_flush_err_log;
 constexpr auto kRetryDelay = std::chrono::seconds(1);
 }  // namespace
 
-Flusher::Flusher(BlockStore* store) : store_(store) {}
+Flusher::Flusher(const Parts& parts) : p_(parts) {}
 
 Flusher::~Flusher() {
   (void)stop();
 }
 
 void Flusher::start() {
-  for (unsigned i = 0; i < store_->cfg_.flush_threads; ++i) {
+  for (unsigned i = 0; i < p_.cfg->flush_threads; ++i) {
     auto w = std::make_unique<Worker>();
     Worker* raw = w.get();
     workers_.push_back(std::move(w));
@@ -78,7 +81,7 @@ Status Flusher::stop() {
 }
 
 bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c) {
-  std::shared_lock ns(store_->ns_->mu());
+  std::shared_lock ns(p_.ns->mu());
   std::lock_guard g(in->mu);
   if (from_queue) in->queued = false;
   if (in->in_flush) {
@@ -109,8 +112,8 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
     c->bytes += s.len;
   }
   if (!blocks_only) {
-    c->snap = store_->snapshot_locked(*in, in->parent, in->name);
-    c->snap.seq = store_->next_seq_.fetch_add(1);
+    c->snap = FileData::snapshot_locked(*in, in->parent, in->name);
+    c->snap.seq = p_.ns->take_seq();
   }
   in->in_flush = true;
   return true;
@@ -138,7 +141,7 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
   const bool pressure = pressure_;
   pressure_ = false;
   const bool force = force_all_;
-  const uint64_t limit = store_->cfg_.flush_batch_bytes;
+  const uint64_t limit = p_.cfg->flush_batch_bytes;
   uint64_t bytes = 0;
   std::vector<InodeRef> ungated(ungated_.begin(), ungated_.end());
   ungated_.clear();
@@ -205,8 +208,7 @@ void Flusher::run(Worker* w) {
         // The backing filesystem filled up before the cap: evict below what
         // is used, then try once more in a fresh segment.
         w->writer.reset();
-        if (store_->evictor_->free_space_now().ok())
-          st = write_batch(w, *part, m, part == &data, &pos);
+        if (p_.budget->backing_full_wait().ok()) st = write_batch(w, *part, m, part == &data, &pos);
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
@@ -236,18 +238,18 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   // covers the headers of a batch; the segment may grow by one preallocation
   // step on top). Meanwhile this thread still writes what the evictor waits
   // for: with every flusher parked here, nothing else would.
-  const uint64_t grant = bytes + kBlockSize + store_->segs_->prealloc_step();
-  if (gate) KVFS_RETURN_IF_ERROR(store_->evictor_->wait_for_room(grant, [&] { serve_ungated(w); }));
+  const uint64_t grant = bytes + kBlockSize + p_.segs->prealloc_step();
+  if (gate) KVFS_RETURN_IF_ERROR(p_.budget->wait_for_room(grant, [&] { serve_ungated(w); }));
   struct Release {
-    Evictor* e;
+    SpaceBudget* b;
     uint64_t n;
     ~Release() {
-      if (e) e->release_room(n);
+      if (b) b->release(n);
     }
-  } release{gate ? store_->evictor_.get() : nullptr, grant};
-  if (w->writer && w->writer->size() >= store_->cfg_.segment_size) w->writer.reset();
+  } release{gate ? p_.budget : nullptr, grant};
+  if (w->writer && w->writer->size() >= p_.cfg->segment_size) w->writer.reset();
   if (!w->writer) {
-    auto nw = store_->segs_->new_writer();
+    auto nw = p_.segs->new_writer();
     if (!nw.ok()) return nw.status();
     w->writer = std::move(*nw);
   }
@@ -347,7 +349,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
   Status cs;
   std::vector<RecordEntry> tombs;
   {
-    std::shared_lock ns(store_->ns_->mu());
+    std::shared_lock ns(p_.ns->mu());
     IndexBatch ib;
     tombs.reserve(batch.size());
     for (auto& c : batch) {
@@ -359,7 +361,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         RecordEntry t;
         t.kind = EntryKind::kTombstone;
         t.snap.ino = c.in->ino;
-        t.snap.seq = store_->next_seq_.fetch_add(1);
+        t.snap.seq = p_.ns->take_seq();
         tombs.push_back(std::move(t));
         continue;
       }
@@ -375,7 +377,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         // The journal committed a newer seq meanwhile (a rename): the index
         // never goes back to an older seq, or a catch-up could apply the
         // journal's record over this newer content.
-        c.snap.seq = store_->next_seq_.fetch_add(1);
+        c.snap.seq = p_.ns->take_seq();
         c.in->requeue = true;
       }
       ib.puts.push_back(&c.snap);
@@ -385,30 +387,18 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
     for (const RecordEntry& e : meta) ib.logged.push_back(e.snap.seq);
     // The index's position in this segment's log moves on, unless an
     // earlier batch in it failed to commit (a gap: the next mount fills it).
-    if (pos.seg != 0 && store_->segs_->applied(pos.seg) == pos.start)
+    if (pos.seg != 0 && p_.segs->applied(pos.seg) == pos.start)
       ib.segments.emplace_back(pos.seg, pos.state);
-    ib.next_ino = store_->ns_->next_ino();
-    ib.next_seq = store_->next_seq_.load();
-    if (!ib.empty()) cs = store_->index_->commit(ib, sync);
-    if (cs.ok() && !ib.segments.empty()) store_->segs_->note_applied(pos.seg, pos.state.end);
+    ib.next_ino = p_.ns->next_ino();
+    ib.next_seq = p_.ns->next_seq();
+    if (!ib.empty()) cs = p_.index->commit(ib, sync);
+    if (cs.ok() && !ib.segments.empty()) p_.segs->note_applied(pos.seg, pos.state.end);
     if (cs.ok()) {
       for (auto& c : batch) {
         Inode& in = *c.in;
         std::lock_guard g(in.mu);
         if (in.trunc_gen == c.trunc_gen) {
-          for (auto& d : c.dirty) {
-            if (d.idx >= in.blocks.size()) continue;
-            BlockSlot& s = in.blocks[d.idx];
-            if (s.ext.valid()) store_->segs_->remove_live(s.ext);
-            store_->segs_->add_live(d.ext);
-            s.ext = d.ext;
-            if (s.buf == d.buf) {
-              s.buf.reset();
-              in.dirty_charge -= s.charge;
-              store_->ram_->clean_dirty(ExtentKey{d.ext.seg, d.ext.off}, d.buf, s.charge);
-              s.charge = 0;
-            }
-          }
+          for (auto& d : c.dirty) p_.data->flushed_locked(in, d.idx, d.ext, d.buf);
         }
         if (!c.blocks_only) {
           if (in.linked.load()) in.committed = std::make_unique<InodeSnapshot>(c.snap);
@@ -419,13 +409,12 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         for (auto& d : c.dirty) flushed_bytes_.fetch_add(d.len, std::memory_order_relaxed);
         in.in_flush = false;
         in.flush_error = Status::OK();
-        const bool sealed = in.active_writers == 0 || in.fsync_waiters > 0;
         if (in.requeue && in.linked.load() && !in.dirty()) ++in.version;
-        if (in.requeue || (in.dirty() && sealed && in.linked.load())) {
+        if (in.requeue || FileData::ready_to_flush_locked(in)) {
           in.requeue = false;
           enqueue_locked(c.in, in.fsync_waiters > 0);
         }
-        if (store_->data_unused_locked(in)) store_->free_data_locked(in);
+        if (FileData::unused_locked(in)) p_.data->free_locked(in);
       }
     }
   }
@@ -445,9 +434,8 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
     if (any) meta_cv_.notify_all();
   }
   batches_.fetch_add(1, std::memory_order_relaxed);
-  store_->no_space_ = false;
-  store_->ram_->set_flush_error(Status::OK());
-  store_->evictor_->kick();
+  p_.ram->set_flush_error(Status::OK());
+  p_.budget->flushed();
   durable_cv_.notify_all();
 }
 
@@ -456,10 +444,10 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   if (abandoned_.load()) return;  // the process is exiting under this thread
   const bool full = st.code() == Status::Code::kNoSpace;
   (full || st.code() == Status::Code::kAtCapacity ? enospc_ : io_errors_).fetch_add(1);
-  if (full || st.code() == Status::Code::kAtCapacity) store_->no_space_ = true;
+  if (full || st.code() == Status::Code::kAtCapacity) p_.budget->refused();
   // The backing filesystem itself is full before the cap: evict below what
   // is used now.
-  if (full) store_->evictor_->backing_full();
+  if (full) p_.budget->backing_full();
   uint64_t held = 0;
   if (g_flush_err_log.allow(&held))
     spdlog::error("flush of {} files failed, will retry: {} ({} similar errors not shown)",
@@ -478,7 +466,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
     for (auto& e : meta) meta_.push_back(std::move(e));
     retry_at_ = std::chrono::steady_clock::now() + kRetryDelay;
   }
-  store_->ram_->set_flush_error(st);
+  p_.ram->set_flush_error(st);
   durable_cv_.notify_all();
 }
 

@@ -16,7 +16,9 @@
 // "Closed" is the client's close() (Inode::active_writers), not the kernel's
 // release, which comes later and in the background.
 //
-// Thread-safe. Lock order: Namespace::mu_ -> Inode::mu -> q_mu_.
+// Thread-safe. Lock order: Namespace::mu_ -> Inode::mu -> q_mu_ (the whole
+// of core/'s order is in block_store.h). Waiting for room (SpaceBudget) is
+// done with no lock held.
 #pragma once
 
 #include <chrono>
@@ -36,12 +38,29 @@
 
 namespace kvfs {
 
-class BlockStore;
+class BackingIo;
+class FileData;
+class Namespace;
+class RamTier;
+class SegmentStore;
 class SegmentWriter;
+class SpaceBudget;
+struct StoreConfig;
 
 class Flusher {
  public:
-  explicit Flusher(BlockStore* store);
+  // What a flusher uses; every part outlives it (BlockStore owns them all).
+  struct Parts {
+    const StoreConfig* cfg;  // flush_threads, flush_batch_bytes, segment_size
+    Namespace* ns;           // its lock, inode numbers and seqs
+    RamTier* ram;            // flush errors writers see
+    SegmentStore* segs;      // where records go
+    Index* index;            // where commits go
+    BackingIo* io;           // stalls: flush_all's deadline
+    SpaceBudget* budget;     // room under the cap
+    FileData* data;          // the slots a flush settles
+  };
+  explicit Flusher(const Parts& parts);
   ~Flusher();
 
   void start();
@@ -112,7 +131,7 @@ class Flusher {
                     const LogPos& pos, bool sync);
   void fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta, const Status& st);
 
-  BlockStore* const store_;
+  const Parts p_;
   std::vector<std::unique_ptr<Worker>> workers_;
 
   mutable std::mutex q_mu_;

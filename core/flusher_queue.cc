@@ -3,7 +3,7 @@
 // directory, unmount). The threads' side is in flusher.cc.
 #include <algorithm>
 
-#include "core/block_store.h"
+#include "core/backing_io.h"
 #include "core/flusher.h"
 #include "core/namespace.h"
 
@@ -130,7 +130,7 @@ Status Flusher::flush_all(bool include_open) {
       retry_.clear();
       retry_at_ = {};
     }
-    for (auto& in : store_->ns_->all()) {
+    for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);
       if (in->atime_dirty && !in->dirty() && in->linked.load()) ++in->version;
       in->atime_dirty = false;
@@ -151,11 +151,11 @@ Status Flusher::flush_all(bool include_open) {
                !retry_.empty() || stopping_;
       };
       bool gave_up = false;
-      while (!idle() && !(gave_up = store_->io_->gave_up(since)))
+      while (!idle() && !(gave_up = p_.io->gave_up(since)))
         idle_cv_.wait_for(l, std::chrono::milliseconds(100));
       force_all_ = sync_all_ = false;
       if (gave_up) {
-        store_->io_->count_timeout();
+        p_.io->count_timeout();
         return Status::TimedOut("flush: the backing dir is stalled");
       }
       failed.assign(retry_.begin(), retry_.end());
@@ -175,7 +175,7 @@ Status Flusher::flush_all(bool include_open) {
     if (!any) break;
   }
   if (result.ok()) {
-    for (auto& in : store_->ns_->all()) {
+    for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);
       if (in->dirty() && in->linked.load() && !in->flush_error.ok() &&
           (include_open || in->active_writers == 0))

@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "core/index.h"
 #include "core/record.h"
+#include "core/space_budget.h"
 #include "core/status.h"
 
 struct io_uring;
@@ -50,14 +51,14 @@ struct SegmentInfo {
 
 class SegmentWriter;
 
-class SegmentStore {
+class SegmentStore : public SpaceUsage {
  public:
   // Creates the layout on first use, takes the lock (Busy if another kvfs
   // holds it) and lists the existing segments.
   // io (optional; offline tools have none) bounds and marks backing calls.
   static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg,
                                                     BackingIo* io = nullptr);
-  ~SegmentStore();
+  ~SegmentStore() override;
 
   const std::string& backing_id() const { return backing_id_; }
   const std::string& dir() const { return dir_; }
@@ -117,13 +118,13 @@ class SegmentStore {
   uint64_t prealloc_step() const;
 
   // Disk usage of all segments, in bytes.
-  uint64_t used_bytes() const;
+  uint64_t used_bytes() const override;
 
   // Live-data accounting, kept by the owners of extents (inode slots): a
   // segment whose live bytes reach zero holds nothing anyone can read.
   void add_live(const Extent& e);
   void remove_live(const Extent& e);
-  uint64_t live_bytes() const;
+  uint64_t live_bytes() const override;
 
  private:
   friend class SegmentWriter;

@@ -38,9 +38,9 @@ case "$mode" in
   tsan)
     build=build-tsan
     sanitize="thread"
-    targets=(kvfs block_store_test evictor_test recovery_test backing_io_test mount_races_test
-      mount_stall_test)
-    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo)\.|^mount_(races|stall)_test$")
+    targets=(kvfs block_store_test evictor_test recovery_test backing_io_test space_budget_test
+      flusher_test mount_races_test mount_stall_test)
+    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest)\.|^mount_(races|stall)_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2

@@ -1,0 +1,210 @@
+// BlockStore, the whole store: statfs, stats, ls, flush_all, eviction and
+// the runtime settings (kvfs-admin's commands).
+#include <sys/statvfs.h>
+
+#include "core/block_store.h"
+#include "core/file_data.h"
+#include "core/flusher.h"
+#include "core/log.h"
+#include "core/segment_store.h"
+#include "core/space_budget.h"
+
+namespace kvfs {
+
+StatFs BlockStore::statfs() {
+  // The cap is the filesystem's size as the offloaders see it (df, and
+  // LMCache's statvfs-based checks).
+  StatFs s;
+  s.total_bytes = budget_->capacity();
+  const uint64_t used = segs_->used_bytes();
+  s.free_bytes = s.avail_bytes = s.total_bytes > used ? s.total_bytes - used : 0;
+  s.files = ns_->count();
+  s.files_free = 1ull << 32;
+  return s;
+}
+
+StoreStats BlockStore::stats() {
+  StoreStats st;
+  for (auto& in : ns_->all()) {
+    std::lock_guard g(in->mu);
+    ++st.inodes;
+    // Files and directories a client can still open: not ones evicted or
+    // unlinked that the kernel still references.
+    if (!in->linked.load()) continue;
+    if (in->is_reg()) {
+      ++st.files;
+      st.logical_bytes += in->size;
+    } else if (in->is_dir()) {
+      ++st.dirs;
+    }
+  }
+  st.ram = ram_->stats();
+  auto segs = segs_->list();
+  st.segments = segs.size();
+  for (auto& s : segs) st.segment_bytes += s.bytes;
+  st.backing_reads = data_->backing_reads();
+  st.backing_read_bytes = data_->backing_read_bytes();
+  st.flushed_files = flusher_->flushed_files();
+  st.flushed_bytes = flusher_->flushed_bytes();
+  st.flush_batches = flusher_->batches();
+  st.checksum_errors = data_->checksum_errors();
+  st.io_errors = data_->read_errors() + flusher_->io_errors();
+  st.enospc_errors = flusher_->enospc_errors();
+  st.dropped_files = dropped_files_.load();
+  st.queued = flusher_->queued();
+  st.capacity = budget_->capacity();
+  st.ram_block_hits = ram_block_hits_.load();
+  st.negative_lookups = negative_lookups_.load();
+  st.file_lookups = file_lookups_.load();
+  st.ram_hit_bytes = ram_hit_bytes_.load();
+  st.ram_miss_bytes = ram_miss_bytes_.load();
+  st.live_bytes = segs_->live_bytes();
+  return st;
+}
+
+void BlockStore::flush_async() {
+  if (cfg_.read_only) return;
+  for (auto& in : ns_->all()) {
+    std::lock_guard g(in->mu);
+    if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
+  }
+}
+
+Result<std::vector<LsEntry>> BlockStore::ls(uint64_t dir) {
+  std::vector<std::pair<std::string, uint64_t>> names;
+  KVFS_RETURN_IF_ERROR(
+      ns_->readdir(dir, 2, [&](std::string_view n, uint64_t ino, uint32_t, uint64_t) {
+        names.emplace_back(std::string(n), ino);
+        return true;
+      }));
+  std::vector<LsEntry> out;
+  for (auto& [name, ino] : names) {
+    InodeRef in = ns_->get(ino);
+    if (!in) continue;
+    std::lock_guard g(in->mu);
+    LsEntry e{name, ino, in->mode, in->size, "-", in->last_access_ns.load()};
+    if (in->is_reg()) {
+      size_t dirty = 0, ram = 0, disk = 0;
+      for (auto& b : in->blocks) {
+        if (b.buf)
+          ++dirty;
+        else if (b.ext.valid())
+          (ram_->contains(ExtentKey{b.ext.seg, b.ext.off}) ? ram : disk)++;
+      }
+      if (dirty)
+        e.tier = "dirty";
+      else if (ram && !disk)
+        e.tier = "ram";
+      else if (disk && !ram)
+        e.tier = "backing";
+      else if (ram && disk)
+        e.tier = "mixed";
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+EvictorStats BlockStore::evictor_stats() {
+  return evictor_->stats();
+}
+
+Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  return evictor_->evict(r);
+}
+
+const std::string& BlockStore::node_id() const {
+  return segs_->node();
+}
+
+void BlockStore::evict_pass_now() {
+  evictor_->pass_now();
+}
+
+uint64_t BlockStore::housekeep() {
+  return cfg_.read_only ? 0 : evictor_->housekeep_now();
+}
+
+Result<uint64_t> BlockStore::resolve(std::string_view path) {
+  auto r = ns_->resolve(path);
+  if (!r.ok()) return r.status();
+  return (*r)->ino;
+}
+
+void BlockStore::set_eviction_listener(EvictListener fn) {
+  on_evict_ = fn;
+  evictor_->set_listener(std::move(fn));
+}
+
+StoreConfig BlockStore::live_config() const {
+  StoreConfig c = cfg_;
+  c.ram_size = ram_->capacity();
+  c.capacity = capacity();
+  c.evict_grace_s = evict_grace();
+  c.io_timeout_s = io_timeout();
+  c.node_id = node_id();
+  return c;
+}
+
+Status BlockStore::set_capacity(uint64_t bytes) {
+  // 0 in a StoreConfig means "computed at mount", which validate() accepts.
+  if (bytes == 0) return Status::Invalid("capacity must be at least two segments");
+  StoreConfig c = live_config();
+  c.capacity = bytes;
+  KVFS_RETURN_IF_ERROR(c.validate());
+  budget_->set_capacity(bytes);
+  budget_->clear_no_space();
+  ram_->set_flush_error(Status::OK());
+  flusher_->retry_now();
+  spdlog::info("capacity set to {}", format_size(bytes));
+  return Status::OK();
+}
+
+Status BlockStore::set_ram_size(uint64_t bytes) {
+  StoreConfig c = live_config();
+  c.ram_size = bytes;
+  KVFS_RETURN_IF_ERROR(c.validate());
+  ram_->set_capacity(bytes);
+  spdlog::info("ram_size set to {}", format_size(bytes));
+  return Status::OK();
+}
+
+Status BlockStore::set_evict_grace(double seconds) {
+  StoreConfig c = live_config();
+  c.evict_grace_s = seconds;
+  KVFS_RETURN_IF_ERROR(c.validate());
+  evictor_->set_grace_s(seconds);
+  return Status::OK();
+}
+
+Status BlockStore::set_io_timeout(double seconds) {
+  StoreConfig c = live_config();
+  c.io_timeout_s = seconds;
+  KVFS_RETURN_IF_ERROR(c.validate());
+  io_->set_timeout(seconds);
+  spdlog::info("io_timeout set to {} s", seconds);
+  return Status::OK();
+}
+
+double BlockStore::io_timeout() const {
+  return io_->timeout();
+}
+
+BackingIoStats BlockStore::backing_io_stats() const {
+  return io_->stats();
+}
+
+double BlockStore::evict_grace() const {
+  return evictor_->grace_s();
+}
+uint64_t BlockStore::capacity() const {
+  return budget_->capacity();
+}
+
+Status BlockStore::flush_all() {
+  if (cfg_.read_only) return Status::OK();
+  return flusher_->flush_all(/*include_open=*/false);
+}
+
+}  // namespace kvfs

@@ -1,0 +1,227 @@
+// Evictor, reclaiming segments: a sparse or empty segment's files are copied
+// forward (or evicted with it when there is no room), the snapshots and
+// tombstones only it holds are written again elsewhere, and the file is
+// deleted once nothing points into it and the index has applied all of it.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include "core/backing_io.h"
+#include "core/evictor.h"
+#include "core/file_data.h"
+#include "core/flusher.h"
+#include "core/index.h"
+#include "core/log.h"
+#include "core/namespace.h"
+#include "core/ram_tier.h"
+#include "core/segment_store.h"
+#include "core/space_budget.h"
+
+namespace kvfs {
+namespace {
+
+constexpr uint64_t kMetaReserve = SpaceBudget::kMetaReserve;
+// Compaction rewrites a segment's live part to free the rest: never more than
+// it frees.
+constexpr double kCompactMaxLive = 0.5;
+// A kept segment is tried again at every pass: one warning per interval.
+LogLimiter g_kept_log;
+
+}  // namespace
+
+bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
+  struct Wait {
+    InodeRef in;
+    uint64_t version;
+  };
+  std::vector<Wait> waits;
+  bool blocked = false;
+  // 1. Files with data in the segment: copy forward, or evict with it.
+  std::vector<InodeRef> holders;
+  for (InodeRef& in : p_.ns->all()) {
+    if (in->dir) continue;
+    std::lock_guard g(in->mu);
+    for (const BlockSlot& s : in->blocks)
+      if (s.ext.seg == seg) {
+        holders.push_back(in);
+        break;
+      }
+  }
+  std::vector<InodeRef> evict;
+  for (InodeRef& in : holders) {
+    if (!copy) {
+      evict.push_back(in);
+      continue;
+    }
+    uint64_t copied = 0;
+    for (uint32_t idx = 0;; ++idx) {
+      if (!p_.ram->reserve_dirty(kBlockSize).ok()) {
+        blocked = true;
+        break;
+      }
+      uint64_t used = 0;
+      bool done = false;
+      {
+        std::shared_lock rl(*p_.reclaim_mu);
+        std::lock_guard g(in->mu);
+        if (in->open_writers > 0 || !in->linked.load() || in->evicted) {
+          blocked |= in->linked.load();
+          done = true;
+        } else if (idx >= in->blocks.size()) {
+          done = true;
+        } else if (BlockSlot& s = in->blocks[idx]; s.ext.seg == seg && !s.buf) {
+          ConstBufRef src = p_.ram->lookup(ExtentKey{s.ext.seg, s.ext.off});
+          Status rs = src ? Status::OK() : p_.data->read_block(in->ino, idx, s.ext, &src);
+          if (rs.ok()) {
+            BufRef nb = BufferPool::allocate(s.len);
+            std::memcpy(nb->data(), src->data(), align_up(s.len));
+            used = nb->capacity();
+            p_.data->set_dirty_locked(*in, s, std::move(nb));
+            ++in->version;
+            in->reclaiming = true;
+            copied += s.len;
+          } else {
+            blocked = true;
+          }
+        }
+      }
+      p_.ram->release_dirty(kBlockSize - used);
+      if (done) break;
+    }
+    if (copied) {
+      std::lock_guard g(in->mu);
+      waits.push_back({in, in->version});
+      p_.flusher->enqueue_ungated_locked(in);
+      copied_ += copied;
+    }
+  }
+  if (!evict.empty()) {
+    EvictResult r;
+    remove(evict, false, Reason::kReclaim, &r);
+    blocked |= r.skipped > 0;
+  }
+  // 2. Snapshots of live inodes held only by this segment: write them again.
+  // Tombstones whose inode may still have an older record in another
+  // segment are carried forward (below), or a rebuild would bring it back.
+  const uint64_t oldest_elsewhere = p_.segs->min_seq_except(seg);
+  std::vector<RecordEntry> carry;
+  std::unordered_set<uint64_t> carried;  // seqs in carry
+  uint64_t scanned = 0;
+  Status ss = p_.segs->scan(
+      seg,
+      [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
+        for (auto& e : es) {
+          if (e.kind == EntryKind::kTombstone) {
+            // The same tombstone may sit here more than once (logged again
+            // after a crash, carried in before): one copy is enough.
+            if (oldest_elsewhere < e.snap.seq && carried.insert(e.snap.seq).second)
+              carry.push_back(std::move(e));
+            continue;
+          }
+          InodeRef in = p_.ns->get(e.snap.ino);
+          if (!in) continue;
+          std::shared_lock ns(p_.ns->mu());
+          // committed is written under the shared lock plus mu (the
+          // flusher): read it under both.
+          std::lock_guard g(in->mu);
+          if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
+          ++in->version;
+          waits.push_back({in, in->version});
+          p_.flusher->enqueue_ungated_locked(in);
+        }
+      },
+      &scanned);
+  // Records that could not be read are not known to be dead.
+  SegmentInfo info;
+  for (auto& i : p_.segs->list())
+    if (i.id == seg) info = i;
+  if (!ss.ok() || scanned < info.valid) {
+    if (uint64_t held = 0; g_kept_log.allow(&held))
+      spdlog::warn("segment {} kept: its records could not all be read ({}; {} similar not shown)",
+                   seg, ss.ok() ? "a damaged record at " + std::to_string(scanned) : ss.ToString(),
+                   held);
+    blocked = true;
+  }
+  // 3. Wait until the flushers have written all of it elsewhere.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (auto& w : waits) {
+    std::unique_lock l(w.in->mu);
+    while (w.in->durable_version < w.version && w.in->linked.load() && w.in->active_writers == 0 &&
+           std::chrono::steady_clock::now() < deadline)
+      p_.flusher->wait_durable_for(l, std::chrono::seconds(1));
+    if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;
+  }
+  if (!blocked && !carry.empty()) {
+    const size_t n = carry.size();
+    if (Status c = p_.flusher->log_meta(std::move(carry), std::chrono::seconds(10)); !c.ok()) {
+      if (uint64_t held = 0; g_kept_log.allow(&held))
+        spdlog::warn(
+            "segment {} kept: {} tombstones could not be carried forward: {} ({} similar "
+            "not shown)",
+            seg, n, c.ToString(), held);
+      blocked = true;
+    }
+  }
+  // 4. Delete it if nothing points into it any more and the index has
+  // applied every record in it (a gap left by a failed commit waits for the
+  // next mount's catch-up).
+  for (auto& i : p_.segs->list())
+    if (i.id == seg && (i.live != 0 || i.open || i.applied < i.valid)) blocked = true;
+  if (blocked) return false;
+  std::string path;
+  {
+    // Readers that chose an extent in it hold this shared until their read
+    // completes; once forgotten, none can choose one. The unlink itself (a
+    // round trip on NFS, unbounded when it stalls) runs after, so that RAM
+    // hits, which take reclaim_mu_ shared too, never wait for it.
+    std::unique_lock rl(*p_.reclaim_mu);
+    path = p_.segs->forget_segment(seg);
+  }
+  if (Status s = p_.segs->unlink_segment(path); !s.ok()) {
+    spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
+    return false;
+  }
+  // The index forgets the segment too; if this is lost in a crash, the next
+  // mount logs it as gone (with nothing in it).
+  IndexBatch drop;
+  drop.segment_drops.push_back(seg);
+  if (Status s = p_.index->commit(drop, false); !s.ok())
+    spdlog::warn("segment {} deleted, its index entry stays: {}", seg, s.ToString());
+  segs_deleted_.fetch_add(1);
+  return true;
+}
+
+void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
+  auto list = p_.segs->list();
+  std::vector<SegmentInfo> v;
+  for (auto& s : list)
+    if (!s.open && s.bytes > 0) v.push_back(s);
+  auto ratio = [](const SegmentInfo& s) { return double(s.live) / double(s.bytes); };
+  std::sort(v.begin(), v.end(), [&](auto& a, auto& b) { return ratio(a) < ratio(b); });
+  for (auto& s : v) {
+    // Reclaiming reads and deletes segment files: not while they hang.
+    if (p_.io->stalled()) break;
+    const uint64_t used = p_.segs->used_bytes();
+    if (used <= target_used) break;
+    const bool sparse = s.live == 0 || ratio(s) <= p_.cfg->reclaim_ratio;
+    if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
+    // Copying needs room under the flush gate (capacity plus one segment,
+    // less the metadata reserve); without it a sparse segment goes whole,
+    // with the files in it that may be evicted. A fuller one being compacted
+    // is always copied, never evicted: sparsity is not recency, and its
+    // files may be the newest (a tmp file between its close and its
+    // rename). The copy may pass the gate by up to half a segment until
+    // the old segment is deleted.
+    const bool room = used + p_.budget->inflight() + s.live + 2 * kMetaReserve <=
+                      p_.budget->capacity() + p_.cfg->segment_size;
+    const bool copy = room || !sparse;
+    // The copies bypass the flush gate: hold their room until they are written.
+    if (copy) p_.budget->hold(s.live);
+    reclaim_segment(s.id, copy, now);
+    if (copy) p_.budget->release(s.live);
+  }
+}
+
+}  // namespace kvfs

@@ -1,0 +1,120 @@
+#include "core/file_data.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/ram_tier.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+namespace {
+LogLimiter g_read_err_log;
+}  // namespace
+
+void zero_tail(Buffer& b, uint32_t len) {
+  const size_t end = std::min<size_t>(align_up(len), b.capacity());
+  if (end > len) std::memset(b.data() + len, 0, end - len);
+}
+
+InodeSnapshot FileData::snapshot_locked(const Inode& in, uint64_t parent, std::string_view name) {
+  InodeSnapshot s;
+  s.ino = in.ino;
+  s.parent = parent;
+  s.name = std::string(name);
+  s.mode = in.mode;
+  s.uid = in.uid;
+  s.gid = in.gid;
+  s.size = in.size;
+  s.atime_ns = in.atime_ns;
+  s.mtime_ns = in.mtime_ns;
+  s.ctime_ns = in.ctime_ns;
+  s.symlink = in.symlink;
+  s.rdev = in.rdev;
+  s.xattrs = in.xattrs;
+  for (uint32_t i = 0; i < in.blocks.size(); ++i) {
+    const BlockSlot& b = in.blocks[i];
+    if (!b.buf && b.ext.valid()) s.extents.push_back({i, b.ext});
+  }
+  return s;
+}
+
+bool FileData::ready_to_flush_locked(const Inode& in) {
+  return in.dirty() && in.linked.load() && (in.active_writers == 0 || in.fsync_waiters > 0);
+}
+
+bool FileData::unused_locked(const Inode& in) {
+  return !in.linked.load() && in.open_count == 0 && (!in.kept_for_kernel || in.nlookup.load() == 0);
+}
+
+void FileData::free_locked(Inode& in) {
+  in.evicted = true;
+  uint64_t charge = 0;
+  for (BlockSlot& s : in.blocks) {
+    charge += s.charge;
+    if (s.ext.valid()) {
+      ram_->erase(ExtentKey{s.ext.seg, s.ext.off});
+      segs_->remove_live(s.ext);
+    }
+  }
+  in.blocks.clear();
+  in.blocks.shrink_to_fit();
+  in.dirty_charge = 0;
+  if (charge) ram_->release_dirty(charge);
+}
+
+void FileData::cut_locked(Inode& in, size_t keep) {
+  uint64_t released = 0;
+  for (size_t i = keep; i < in.blocks.size(); ++i) {
+    released += in.blocks[i].charge;
+    if (in.blocks[i].ext.valid()) segs_->remove_live(in.blocks[i].ext);
+  }
+  if (in.blocks.size() > keep) in.blocks.resize(keep);
+  in.dirty_charge -= released;
+  if (released) ram_->release_dirty(released);
+}
+
+void FileData::set_dirty_locked(Inode& in, BlockSlot& s, BufRef buf) {
+  const uint32_t used = static_cast<uint32_t>(buf->capacity());
+  in.dirty_charge += used;
+  in.dirty_charge -= s.charge;
+  if (s.charge) ram_->release_dirty(s.charge);
+  s.charge = used;
+  s.buf = std::move(buf);
+  s.lent = false;
+}
+
+void FileData::flushed_locked(Inode& in, uint32_t idx, const Extent& ext, const BufRef& buf) {
+  if (idx >= in.blocks.size()) return;
+  BlockSlot& s = in.blocks[idx];
+  if (s.ext.valid()) segs_->remove_live(s.ext);
+  segs_->add_live(ext);
+  s.ext = ext;
+  if (s.buf == buf) {
+    s.buf.reset();
+    in.dirty_charge -= s.charge;
+    ram_->clean_dirty(ExtentKey{ext.seg, ext.off}, buf, s.charge);
+    s.charge = 0;
+  }
+}
+
+Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out) {
+  BufRef b = BufferPool::allocate(align_up(ext.len));
+  Status st = segs_->read_extent(ext, b);
+  backing_reads_.fetch_add(1, std::memory_order_relaxed);
+  if (!st.ok()) {
+    (st.code() == Status::Code::kCorruption ? checksum_errors_ : read_errors_).fetch_add(1);
+    uint64_t held = 0;
+    if (g_read_err_log.allow(&held))
+      spdlog::error("read of inode {} block {} failed: {} ({} similar errors not shown)", ino, idx,
+                    st.ToString(), held);
+    return st;
+  }
+  backing_read_bytes_.fetch_add(ext.len, std::memory_order_relaxed);
+  zero_tail(*b, ext.len);
+  ram_->insert(ExtentKey{ext.seg, ext.off}, b);
+  *out = std::move(b);
+  return Status::OK();
+}
+
+}  // namespace kvfs

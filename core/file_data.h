@@ -1,0 +1,74 @@
+// FileData: a regular file's data as the tiers see it: its block slots and
+// their accounting (dirty bytes charged to the RAM tier, clean blocks cached
+// in it by extent, the segments' live bytes), the cold read of one block's
+// extent, and the one rule for "ready to flush".
+//
+// A slot's life: written (dirty buffer, charged) -> flushed (the live bytes
+// move to its new extent; the buffer becomes a clean cache entry, uncharged)
+// -> cut by a truncate or freed with the file (charge released, live bytes
+// and cache entry dropped). Every change of a slot's charge or extent goes
+// through here, so the RAM tier's dirty total and the segments' live bytes
+// always agree with the slots.
+//
+// Thread-safe. The _locked methods require the inode's mu; read_block takes
+// no lock of its own (the RAM tier and the segment store lock themselves).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "core/inode.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+class RamTier;
+class SegmentStore;
+
+// Keeps the bytes between len and the next 4 KiB boundary zero, so a block
+// can be written to a segment as whole pages without leaking stale memory.
+void zero_tail(Buffer& b, uint32_t len);
+
+class FileData {
+ public:
+  FileData(RamTier* ram, SegmentStore* segs) : ram_(ram), segs_(segs) {}
+
+  // The inode's metadata and the extents of its clean blocks.
+  static InodeSnapshot snapshot_locked(const Inode& in, uint64_t parent, std::string_view name);
+  // Dirty, linked, and complete: no client writes it any more (its last
+  // writable descriptor was closed) or an fsync asks for it.
+  static bool ready_to_flush_locked(const Inode& in);
+  // An unlinked file's data may go: nobody has it open and, when a client
+  // removed it, the kernel holds no inode it could still open.
+  static bool unused_locked(const Inode& in);
+
+  // Frees every slot; a late open by inode number must then be a miss.
+  void free_locked(Inode& in);
+  // Cuts the slots from `keep` on (a truncate).
+  void cut_locked(Inode& in, size_t keep);
+  // Puts buf (len bytes, a dirty copy of a block) into slot s, in place of
+  // what it held: charges its capacity; the caller already reserved it
+  // from the RAM tier, and the old buffer's charge is released.
+  void set_dirty_locked(Inode& in, BlockSlot& s, BufRef buf);
+  // Slot idx was written to ext by a flush of buf: the live bytes move to
+  // ext; if the slot still holds buf, it becomes a clean cache entry.
+  void flushed_locked(Inode& in, uint32_t idx, const Extent& ext, const BufRef& buf);
+
+  // Reads one block's extent from the backing dir, checks its hash and
+  // caches it in the RAM tier. Corruption (counted, logged) on a mismatch.
+  Status read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out);
+
+  uint64_t backing_reads() const { return backing_reads_.load(); }
+  uint64_t backing_read_bytes() const { return backing_read_bytes_.load(); }
+  uint64_t checksum_errors() const { return checksum_errors_.load(); }
+  uint64_t read_errors() const { return read_errors_.load(); }
+
+ private:
+  RamTier* const ram_;
+  SegmentStore* const segs_;
+  std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
+  std::atomic<uint64_t> checksum_errors_{0}, read_errors_{0};
+};
+
+}  // namespace kvfs

@@ -1,0 +1,142 @@
+#include "core/space_budget.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/config.h"
+#include "core/log.h"
+
+namespace kvfs {
+
+SpaceBudget::SpaceBudget(const Limits& limits, const SpaceUsage* usage)
+    : limits_(limits), usage_(usage), capacity_(limits.capacity) {}
+
+void SpaceBudget::set_capacity(uint64_t bytes) {
+  capacity_ = bytes;
+  wake();
+}
+
+void SpaceBudget::wake() {
+  {
+    std::lock_guard l(mu_);
+    asked_ = true;
+  }
+  pass_cv_.notify_one();
+}
+
+void SpaceBudget::backing_full() {
+  {
+    std::lock_guard l(mu_);
+    full_ = asked_ = true;
+  }
+  pass_cv_.notify_one();
+}
+
+Status SpaceBudget::backing_full_wait() {
+  const uint64_t before = usage_->used_bytes();
+  std::unique_lock l(mu_);
+  const uint64_t start = passes_;
+  full_ = asked_ = true;
+  pass_cv_.notify_one();
+  // Two passes: one may already be running with the old target.
+  room_cv_.wait_for(l, std::chrono::seconds(10), [&] { return stop_ || passes_ >= start + 2; });
+  if (usage_->used_bytes() < before) return Status::OK();
+  return Status::NoSpace("backing filesystem full and nothing can be evicted");
+}
+
+void SpaceBudget::flushed() {
+  no_space_ = false;
+  wake();
+}
+
+bool SpaceBudget::try_grant(uint64_t bytes) {
+  // Two flushers may ask at once: a grant is held in inflight_ until the
+  // batch is on disk (and counted in the segment sizes).
+  uint64_t cur = inflight_.load();
+  while (usage_->used_bytes() + cur + bytes <= capacity_.load() + limits_.slack)
+    if (inflight_.compare_exchange_weak(cur, cur + bytes)) return true;
+  return false;
+}
+
+Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& serve) {
+  if (usage_->used_bytes() + bytes > capacity_.load() * limits_.high_watermark) wake();
+  if (try_grant(bytes)) return Status::OK();
+  // Tell the passes how much room is wanted beyond what is granted, and wait
+  // while they make progress (each full pass frees something); give up once
+  // a pass frees nothing, or after give_up.
+  wanted_ += bytes;
+  std::unique_lock l(mu_);
+  bool granted = false;
+  const auto deadline = std::chrono::steady_clock::now() + limits_.give_up;
+  uint64_t last_used = usage_->used_bytes();
+  uint64_t last_live = usage_->live_bytes();
+  while (!stop_ && std::chrono::steady_clock::now() < deadline) {
+    const uint64_t start = passes_;
+    asked_ = true;
+    pass_cv_.notify_one();
+    // start + 2: at least one pass that began after this request ended.
+    const auto round_end = std::chrono::steady_clock::now() + limits_.round;
+    auto done = [&] {
+      granted = granted || try_grant(bytes);
+      return granted || stop_ || passes_ >= start + 2;
+    };
+    while (!done() && std::chrono::steady_clock::now() < round_end) {
+      room_cv_.wait_for(l, std::chrono::milliseconds(100));
+      l.unlock();
+      serve();
+      l.lock();
+    }
+    if (granted || passes_ < start + 2) break;  // room, or the evictor is stuck
+    // Progress is space freed, or files evicted: their segments empty out
+    // over the next passes.
+    const uint64_t used = usage_->used_bytes();
+    const uint64_t live = usage_->live_bytes();
+    if (used >= last_used && live >= last_live) break;  // a whole pass freed nothing
+    last_used = std::min(used, last_used);
+    last_live = std::min(live, last_live);
+  }
+  l.unlock();
+  wanted_ -= bytes;
+  if (granted) return Status::OK();
+  refusals_.fetch_add(1);
+  return Status::AtCapacity(
+      "backing dir is at its capacity (" + format_size(capacity_.load()) +
+      ") and nothing can be evicted (segments " + std::to_string(usage_->used_bytes()) +
+      " B, live " + std::to_string(usage_->live_bytes()) + " B, in flight " +
+      std::to_string(inflight_.load()) + " B, asking " + std::to_string(bytes) + " B)");
+}
+
+void SpaceBudget::release(uint64_t bytes) {
+  inflight_.fetch_sub(bytes);
+}
+
+SpaceBudget::Demand SpaceBudget::next_pass(std::chrono::milliseconds period) {
+  std::unique_lock l(mu_);
+  pass_cv_.wait_for(l, period, [&] { return stop_ || asked_; });
+  Demand d;
+  d.stop = stop_;
+  if (stop_) return d;
+  asked_ = false;
+  d.backing_full = full_;
+  full_ = false;
+  return d;
+}
+
+void SpaceBudget::pass_done() {
+  {
+    std::lock_guard l(mu_);
+    ++passes_;
+  }
+  room_cv_.notify_all();
+}
+
+void SpaceBudget::stop() {
+  {
+    std::lock_guard l(mu_);
+    stop_ = true;
+  }
+  pass_cv_.notify_all();
+  room_cv_.notify_all();
+}
+
+}  // namespace kvfs
