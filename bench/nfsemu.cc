@@ -7,10 +7,13 @@
 //
 // Returns once mounted unless -f; `fusermount3 -u MOUNTPOINT` stops it.
 //
-// What it models. Every request is done on SOURCE_DIR first, then the worker
-// sleeps its modelled cost, then replies, so the cost adds to the local one
-// and concurrent requests overlap their waits like a client's outstanding
-// RPCs (64 worker threads, all kept: a request never waits for a thread):
+// What it models. Every request is done on SOURCE_DIR, then the worker
+// sleeps its modelled cost, then replies; concurrent requests overlap their
+// waits like a client's outstanding RPCs (64 worker threads, all kept: a
+// request never waits for a thread). A metadata request's cost adds to its
+// local time (tiny, but for fsync: a server's COMMIT also waits for its
+// disk); a data request's transfer starts when it arrives, so the local I/O
+// hides in it unless the local disk is slower than the modelled link:
 //   - one round trip (rtt_us) per metadata RPC: lookup, getattr, setattr,
 //     create, mkdir, rename, unlink, rmdir, link, symlink, readlink, statfs,
 //     fallocate (NFSv4.2 ALLOCATE), fsync (COMMIT), readdir (per 32 KiB of
@@ -18,7 +21,8 @@
 //     every open); layout_rtt more on open/create/fsync for pNFS's LAYOUTGET
 //     and LAYOUTCOMMIT to the metadata server; close_rtt on close (FLUSH:
 //     NFSv4 CLOSE; 0 by default, as delegations make it local);
-//   - no cost for access (the client's access cache), directory fsync (NFS
+//   - no cost for access (answered by the kernel: an NFS client's access
+//     cache; existence is the lookup's), directory fsync (NFS
 //     directory operations are stable when they reply), opendir, release,
 //     forget;
 //   - per READ/WRITE request (at most 1 MiB: max_write 1 MiB, reads of up to

@@ -77,9 +77,12 @@ const Config& config();
 // after the local syscall and before the reply, so that the modelled cost
 // adds to the local one and concurrent requests overlap their waits.
 void pay(Op op, unsigned rtts);
-// A READ or WRITE of bytes: counts it, reserves its time in the bandwidth
-// bucket and sleeps until its data would have arrived plus data_ns.
-void pay_data(Op op, uint64_t bytes);
+// A READ or WRITE of bytes that arrived at arrived_ns (clock_ns()): counts
+// it, reserves its transfer time in the bandwidth bucket from its arrival on
+// and sleeps until its data would have crossed plus data_ns. The local I/O,
+// done meanwhile, overlaps that time, as a server's disk overlaps the wire.
+void pay_data(Op op, uint64_t bytes, uint64_t arrived_ns);
+uint64_t clock_ns();
 void count_error();
 
 // The counters as one JSON line (no newline).

@@ -228,16 +228,19 @@ void pay(Op op, unsigned rtts) {
   sleep_until(now_ns() + wait);
 }
 
-void pay_data(Op op, uint64_t bytes) {
+uint64_t clock_ns() {
+  return now_ns();
+}
+
+void pay_data(Op op, uint64_t bytes, uint64_t arrived_ns) {
   g_count.ops[op].fetch_add(1, std::memory_order_relaxed);
   (op == kRead ? g_count.bytes_read : g_count.bytes_written)
       .fetch_add(bytes, std::memory_order_relaxed);
   if (g_cfg.data_ns == 0 && g_cfg.bw_bytes_s <= 0) return;
   tighten_slack();
-  const uint64_t now = now_ns();
   Bucket& b = (g_cfg.bw_shared || op == kRead) ? g_read_bucket : g_write_bucket;
-  const uint64_t done = b.reserve(bytes, now) + jittered(g_cfg.data_ns);
-  g_count.modelled_ns.fetch_add(done - now, std::memory_order_relaxed);
+  const uint64_t done = b.reserve(bytes, arrived_ns) + jittered(g_cfg.data_ns);
+  g_count.modelled_ns.fetch_add(done - arrived_ns, std::memory_order_relaxed);
   sleep_until(done);
 }
 
