@@ -159,5 +159,5 @@ row() { printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$(ratio "$3" "$2")"; }
   echo "| store GB/s (kvfs: into its RAM tier) | $(jget "${R[m.store]}" gbps) | $(jget "${R[k.store]}" gbps) |"
   echo "| cold read36 after a remount, median GB/s (8 files) | $(jget "${R[m.read]}" median_gbps) (plain, read36 above) | $(jget "${R[k.cold]}" median_gbps) |"
   echo
-  echo "Raw JSON lines: bench/results/$TAG.jsonl"
+  echo "Raw JSON lines: ${RAW#"$here"/}"
 } | tee "$OUT/$TAG.md"
