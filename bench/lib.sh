@@ -16,10 +16,10 @@ die() {
   exit 1
 }
 
-# use_build DIR TARGET...: sets BENCH, NULLFS, KVFS (KVFS_BIN overrides it)
+# use_build DIR TARGET...: sets BENCH, NULLFS, NFSEMU, KVFS (KVFS_BIN overrides it)
 # and ADMIN (kvfs-admin, the one client of the control file for scripts) from
 # DIR, else from build-bench or build, whichever has kvfs-bench; exits unless
-# every TARGET (cmake target: kvfs-bench, nullfs, kvfs, kvfs-admin) is built.
+# every TARGET (cmake target: kvfs-bench, nullfs, nfsemu, kvfs, kvfs-admin) is built.
 use_build() {
   local build=$1 b t
   shift
@@ -33,6 +33,8 @@ use_build() {
   BENCH=$build/bench/kvfs-bench
   # shellcheck disable=SC2034 # for run_micro.sh
   NULLFS=$build/bench/nullfs
+  # shellcheck disable=SC2034 # for mount_emu
+  NFSEMU=$build/bench/nfsemu
   KVFS=${KVFS_BIN:-$build/fs/kvfs}
   ADMIN=$build/tools/kvfs-admin
   for t in "$@"; do
@@ -97,6 +99,46 @@ mount_fresh() {
   rm -rf "$BACKING" "$INDEX" && mkdir -p "$BACKING" "$INDEX"
   mount_kvfs "$@"
   wait_settled 20
+}
+
+# mount_emu PRESET SRC MNT [OPTIONS]: nfsemu (an emulated NFS mount, see
+# bench/nfsemu.cc) of the local directory SRC on MNT; EMU_OPTS go last. Its
+# counters go to MNT.stats.json (emu_stats), its pid to MNT.pid. MNT joins
+# MOUNTS, so that cleanup unmounts it after kvfs (whose backing it may hold).
+mount_emu() {
+  local m
+  mkdir -p "$2" "$3"
+  "$NFSEMU" "$2" "$3" --preset "$1" \
+    -o "stats=$3.stats.json,pidfile=$3.pid${4:+,$4}${EMU_OPTS:+,$EMU_OPTS}"
+  for m in "${MOUNTS[@]}"; do [[ $m == "$3" ]] && return 0; done
+  MOUNTS+=("$3")
+}
+
+# emu_stats MNT: nfsemu's counters now, one JSON line (SIGUSR1 makes it write
+# them; the file appears whole, by rename).
+emu_stats() {
+  rm -f "$1.stats.json"
+  kill -USR1 "$(cat "$1.pid")"
+  for _ in $(seq 100); do
+    [[ -s $1.stats.json ]] && { cat "$1.stats.json"; return 0; }
+    sleep 0.05
+  done
+  die "nfsemu on $1 wrote no stats"
+}
+
+# umount_emu MNT: unmounts nfsemu and waits for it to exit (it writes its
+# final counters to MNT.stats.json as it goes).
+umount_emu() {
+  mountpoint -q "$1" || return 0
+  local pid
+  pid=$(cat "$1.pid" 2>/dev/null || true)
+  fusermount3 -u "$1" || fusermount3 -u -z "$1" || true
+  if [[ -n $pid ]]; then
+    for _ in $(seq 300); do
+      kill -0 "$pid" 2>/dev/null || return 0
+      sleep 0.1
+    done
+  fi
 }
 
 # A run killed half-way leaves its mounts behind; the next one clears them.

@@ -24,11 +24,14 @@
 # MRQA_CAPACITY (60G), WORK (/var/tmp/kvfs-mrqa, local disk), KVFS_BIN,
 # KVFS_OPTS (extra -o options), OUT (results dir, default bench/results),
 # REPORT_ONLY=1 (no runs: redo the tables and the chart from OUT/mrqa.jsonl).
+# EMU=PRESET: "direct" and kvfs's backing dir are each on an nfsemu mount
+# (bench/nfsemu.cc, an emulated NFS server) with that preset, over local-disk
+# dirs in WORK; the files are OUT/mrqa-PRESET.*, every run says its backing.
 # Needs root (tmpfs), /dev/fuse, fusermount3, python3; gnuplot for the chart.
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-use_build "${1:-}" kvfs-bench kvfs
+use_build "${1:-}" kvfs-bench kvfs ${EMU:+nfsemu}
 need_root "tmpfs mount"
 command -v python3 >/dev/null || die "python3 is needed for the report"
 
@@ -50,16 +53,36 @@ TMPFS=$WORK/tmpfs
 BACKING=$WORK/backing
 INDEX=$WORK/index
 KMNT=$WORK/kvfs
-RAW=$OUT/mrqa.jsonl
+TAG=mrqa${EMU:+-$EMU}
+RAW=$OUT/$TAG.jsonl
+ON="local disk"
 
 MOUNTS=("$TMPFS")
 SCRATCH=("$BACKING" "$INDEX" "$DIRECT")
+if [[ -n ${EMU:-} ]]; then
+  ON="nfsemu --preset $EMU"
+  DIRECT=$WORK/emu-direct/direct
+  BACKING=$WORK/emu-backing/backing
+  MOUNTS+=("$WORK/emu-direct" "$WORK/emu-backing")
+  SCRATCH+=("$WORK/emu-src")
+fi
 trap_cleanup
+# with_backing BACKING: kvfs-bench's JSON line (stdin) with the backing it ran on.
+with_backing() {
+  local l
+  read -r l
+  echo "${l%\}},\"backing\":\"$1\"}"
+}
 
 mkdir -p "$WORK" "$TMPFS" "$KMNT" "$OUT"
 start=$SECONDS
 if [[ ${REPORT_ONLY:-0} != 1 ]]; then
 unmount_stale
+if [[ -n ${EMU:-} ]]; then
+  rm -rf "$WORK/emu-src"
+  mount_emu "$EMU" "$WORK/emu-src/direct" "$WORK/emu-direct"
+  mount_emu "$EMU" "$WORK/emu-src/backing" "$WORK/emu-backing"
+fi
 : >"$RAW"
 mount -t tmpfs -o "size=$TMPFS_SIZE" kvfs-mrqa-tmpfs "$TMPFS"
 
@@ -71,12 +94,12 @@ for client in $CLIENTS; do
     # direct: the local-disk directory itself
     rm -rf "$DIRECT" && mkdir -p "$DIRECT"
     log "$client L=$L direct"
-    "$BENCH" mrqa "$DIRECT" "${opts[@]}" --label direct >>"$RAW"
+    "$BENCH" mrqa "$DIRECT" "${opts[@]}" --label direct | with_backing "$ON" >>"$RAW"
     rm -rf "$DIRECT"
     # tmpfs
     rm -rf "${TMPFS:?}"/*
     log "$client L=$L tmpfs"
-    "$BENCH" mrqa "$TMPFS" "${opts[@]}" --label tmpfs >>"$RAW"
+    "$BENCH" mrqa "$TMPFS" "${opts[@]}" --label tmpfs | with_backing tmpfs >>"$RAW"
     rm -rf "${TMPFS:?}"/*
     # kvfs, small and large RAM tier, each on a fresh backing dir and index
     for setup in "kvfs-small:$SMALL_RAM" "kvfs-large:$LARGE_RAM"; do
@@ -89,19 +112,19 @@ for client in $CLIENTS; do
       umount_kvfs
       # files on the backing dir once the daemon has exited (all of them are kvfs's)
       bfiles=$(find "$BACKING" -type f | wc -l)
-      echo "${line%\}},\"ram_size\":\"$ram\",\"daemon_vmhwm_bytes\":$hwm,\"backing_files_final\":$bfiles}" >>"$RAW"
+      echo "${line%\}},\"ram_size\":\"$ram\",\"daemon_vmhwm_bytes\":$hwm,\"backing_files_final\":$bfiles,\"backing\":\"$ON\"}" >>"$RAW"
     done
   done
 done
 umount "$TMPFS"
 fi # REPORT_ONLY
 elapsed=$((SECONDS - start))
-[[ ${REPORT_ONLY:-0} == 1 ]] && elapsed=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['meta']['elapsed_s'])" "$OUT/mrqa.json" 2>/dev/null || echo 0)
+[[ ${REPORT_ONLY:-0} == 1 ]] && elapsed=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['meta']['elapsed_s'])" "$OUT/$TAG.json" 2>/dev/null || echo 0)
 
 # ---------------------------------------------------------------- report
-python3 - "$RAW" "$OUT" "$elapsed" "$CHUNK" "$VTIME" "$USERS" "$ROUNDS" "$CONC" <<'EOF'
+python3 - "$RAW" "$OUT" "$elapsed" "$CHUNK" "$VTIME" "$USERS" "$ROUNDS" "$CONC" "$TAG" <<'EOF'
 import json, sys, datetime, os
-raw, out, elapsed, chunk, vtime, users, rounds, conc = sys.argv[1:9]
+raw, out, elapsed, chunk, vtime, users, rounds, conc, tag = sys.argv[1:10]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 for r in rows:  # lines from before --client are vLLM's pattern
     r.setdefault("client", "vllm")
@@ -140,7 +163,7 @@ meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT
         "note": "time-compressed replay: schedule of multi-round-qa.py (--qps 2 "
                 "--shared-system-prompt 1000 --answer-len 100) over the first "
                 f"{vtime} s, 256-token chunks of {chunk} bytes (Qwen3-8B: 37748736)"}
-json.dump({"meta": meta, "runs": rows, "ratios": summary}, open(f"{out}/mrqa.json", "w"), indent=1)
+json.dump({"meta": meta, "runs": rows, "ratios": summary}, open(f"{out}/{tag}.json", "w"), indent=1)
 
 f = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"
 md = [f"## Multi-round QA replay ({meta['date']}, {meta['cpus']} CPUs, {elapsed} s)", "",
@@ -154,6 +177,10 @@ md = [f"## Multi-round QA replay ({meta['date']}, {meta['cpus']} CPUs, {elapsed}
       "(stat, buffered 28 B header + payload, fixed tmp + rename)." +
       (f" 1-min load average at the end of each run: {min(loads):.1f}-{max(loads):.1f} "
        f"(on {meta['cpus']} CPUs; above that, other work shared the machine)." if loads else ""),
+      "",
+      "Backing: direct and kvfs's backing dir on "
+      + next((r["backing"] for r in rows if r["label"] == "direct" and "backing" in r), "local disk")
+      + "; tmpfs is tmpfs.",
       "",
       "| client | L (tokens) | setup | GB/s | chunk ops/s | store p50/p99 ms | load p50/p99 ms "
       "| hit ratio | GB read / written | RAM / backing hits | files+dirs created on the backing fs |",
@@ -182,12 +209,12 @@ for s in summary:
     md.append(f"| {s['client']} | {s['context_tokens']} | {s['setup']} ({s['ram_size']}) | "
               f"{f(s['vs_direct'])} | {f(s['vs_tmpfs'])} | {f(s['fewer_files_x'], 0)}x | "
               f"{'yes' if ok else '**NO**'} | {hwm:.0f} |")
-md += ["", "![MRQA throughput vs context length, one panel per client](mrqa.png)", ""]
-open(f"{out}/mrqa.md", "w").write("\n".join(md))
+md += ["", f"![MRQA throughput vs context length, one panel per client]({tag}.png)", ""]
+open(f"{out}/{tag}.md", "w").write("\n".join(md))
 # One gnuplot data block per client (plotted with `index`); the header names
 # them and the common y maximum, so that the panels compare at a glance.
 ymax = max([r["gbps"] for r in rows] + [0.001])
-with open(f"{out}/mrqa.dat", "w") as dat:
+with open(f"{out}/{tag}.dat", "w") as dat:
     dat.write(f"# clients: {' '.join(clients)} ymax: {ymax * 1.1:.3f}\n")
     for c in clients:
         dat.write(f"# {c}: L " + " ".join(setups) + "\n")
@@ -199,12 +226,12 @@ print("\n".join(md))
 EOF
 
 if command -v gnuplot >/dev/null; then
-  read -r _ _ plot_clients <<<"$(head -1 "$OUT/mrqa.dat" | sed 's/ ymax:.*//')"
-  ymax=$(head -1 "$OUT/mrqa.dat" | sed 's/.* ymax: //')
+  read -r _ _ plot_clients <<<"$(head -1 "$OUT/$TAG.dat" | sed 's/ ymax:.*//')"
+  ymax=$(head -1 "$OUT/$TAG.dat" | sed 's/.* ymax: //')
   n=$(wc -w <<<"$plot_clients")
   gnuplot <<EOF
 set terminal pngcairo size $((420 * n + 180)),540 font "DejaVu Sans,11" noenhanced
-set output "$OUT/mrqa.png"
+set output "$OUT/$TAG.png"
 set multiplot layout 1,$n title "Multi-round QA replay: throughput vs context length (chunk $CHUNK B, ${VTIME}s of schedule)"
 set xlabel "user context L (tokens)"
 set xtics 5000
@@ -216,15 +243,15 @@ set datafile missing "?"
 clients = "$plot_clients"
 do for [i=1:words(clients)] {
   set title "client: ".word(clients, i)
-  plot "$OUT/mrqa.dat" index (i-1) using 1:2 with linespoints lw 2 title "direct (local disk)", \
+  plot "$OUT/$TAG.dat" index (i-1) using 1:2 with linespoints lw 2 title "direct ($ON)", \
        "" index (i-1) using 1:3 with linespoints lw 2 title "tmpfs", \
        "" index (i-1) using 1:4 with linespoints lw 2 title "kvfs ram_size=$SMALL_RAM", \
        "" index (i-1) using 1:5 with linespoints lw 2 title "kvfs ram_size=$LARGE_RAM"
 }
 unset multiplot
 EOF
-  log "chart: $OUT/mrqa.png"
+  log "chart: $OUT/$TAG.png"
 else
   log "gnuplot not found (apt-get install -y gnuplot-nox): no chart"
 fi
-log "results: $OUT/mrqa.json, $OUT/mrqa.md, raw lines $RAW"
+log "results: $OUT/$TAG.json, $OUT/$TAG.md, raw lines $RAW"

@@ -14,28 +14,43 @@
 #
 # Environment: WORK (/var/tmp/kvfs-patterns, local disk), KVFS_BIN, KVFS_OPTS,
 # PAT_RAM (kvfs ram_size for the replays, default 2G: one replay's 32 files
-# fit), PAT_CHUNKS (32), MEM_RAM (ram_size of the memory check, 512M), OUT.
+# fit), PAT_CHUNKS (32), PAT_META (names per metadata run, 20000), MEM_RAM
+# (ram_size of the memory check, 512M), OUT. EMU=PRESET: the plain dir and
+# kvfs's backing dir are each on an nfsemu mount (bench/nfsemu.cc, an emulated
+# NFS server) with that preset, over local-disk dirs in WORK; the results go
+# to OUT/patterns-PRESET.{jsonl,md} and every line says its backing.
 # Root (tmpfs, drop_caches), /dev/fuse, fusermount3, python3. About 4-5 min.
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
-use_build "${1:-}" kvfs-bench kvfs
+use_build "${1:-}" kvfs-bench kvfs ${EMU:+nfsemu}
 need_root "tmpfs, drop_caches"
 
 WORK=${WORK:-/var/tmp/kvfs-patterns}
 OUT=${OUT:-$here/bench/results}
 PAT_RAM=${PAT_RAM:-2G}
 CHUNKS=${PAT_CHUNKS:-32}
+META=${PAT_META:-20000}
 MEM_RAM=${MEM_RAM:-512M}
 TMPFS=$WORK/tmpfs
 PLAIN=$WORK/plain
 BACKING=$WORK/backing
 INDEX=$WORK/index
 KMNT=$WORK/kvfs
-RAW=$OUT/patterns.jsonl
+TAG=patterns${EMU:+-$EMU}
+RAW=$OUT/$TAG.jsonl
+ON="local disk"
 
 MOUNTS=("$TMPFS")
 SCRATCH=("$BACKING" "$INDEX" "$PLAIN")
+if [[ -n ${EMU:-} ]]; then
+  ON="nfsemu --preset $EMU"
+  PLAIN=$WORK/emu-plain/plain
+  BACKING=$WORK/emu-backing/backing
+  MOUNTS+=("$WORK/emu-plain" "$WORK/emu-backing")
+  SCRATCH+=("$WORK/emu-src")
+fi
+declare -A BACKS=([tmpfs]=tmpfs [plain]=$ON [kvfs]=$ON)
 trap_cleanup
 
 # bench LABEL ARGS...: replaces lib.sh's bench: tags kvfs-bench's JSON line
@@ -44,11 +59,16 @@ bench() {
   local label=$1 out
   shift
   out=$("$BENCH" "$@")
-  echo "${out%\}},\"setup\":\"$label\"}" >>"$RAW"
+  echo "${out%\}},\"setup\":\"$label\",\"backing\":\"${BACKS[$label]}\"}" >>"$RAW"
 }
 
 mkdir -p "$WORK" "$TMPFS" "$KMNT" "$OUT"
 unmount_stale
+if [[ -n ${EMU:-} ]]; then
+  rm -rf "$WORK/emu-src"
+  mount_emu "$EMU" "$WORK/emu-src/plain" "$WORK/emu-plain"
+  mount_emu "$EMU" "$WORK/emu-src/backing" "$WORK/emu-backing"
+fi
 rm -rf "$PLAIN" && mkdir -p "$PLAIN"
 : >"$RAW"
 mount -t tmpfs -o size=4G kvfs-patterns-tmpfs "$TMPFS"
@@ -76,7 +96,7 @@ done
 
 log "create+rename and mkdir -p rates"
 for s in $SETUPS; do
-  for t in 1 16; do bench "$s" meta "${DIRS[$s]}" --count 20000 --threads $t; done
+  for t in 1 16; do bench "$s" meta "${DIRS[$s]}" --count "$META" --threads $t; done
 done
 
 log "vLLM store/load scaling, 16 x 36 MiB, 1..16 threads"
@@ -91,7 +111,7 @@ done
 mem() { # label ram load
   local pid
   pid=$(kvfs_pid)
-  echo "{\"cmd\":\"memory\",\"ram_size\":\"$2\",\"load\":\"$3\",$(awk '/^VmRSS/ {r=$2} /^VmHWM/ {h=$2} END {printf "\"vmrss_kib\":%d,\"vmhwm_kib\":%d", r, h}' "/proc/$pid/status"),\"setup\":\"$1\"}" >>"$RAW"
+  echo "{\"cmd\":\"memory\",\"backing\":\"$ON\",\"ram_size\":\"$2\",\"load\":\"$3\",$(awk '/^VmRSS/ {r=$2} /^VmHWM/ {h=$2} END {printf "\"vmrss_kib\":%d,\"vmhwm_kib\":%d", r, h}' "/proc/$pid/status"),\"setup\":\"$1\"}" >>"$RAW"
 }
 mem kvfs "$PAT_RAM" "all of the above"
 log "memory check: ram_size=$MEM_RAM"
@@ -111,13 +131,15 @@ bench kvfs read36 "$KMNT" --file mem/s512 --size 524288 --count "$n" --iters 1 -
 mem kvfs "$MEM_RAM" "after reading them back (512 KiB files)"
 elapsed=$((SECONDS - start))
 
-python3 - "$RAW" "$OUT" "$elapsed" <<'EOF' | tee "$OUT/patterns.md"
+python3 - "$RAW" "$OUT" "$elapsed" <<'EOF' | tee "$OUT/$TAG.md"
 import json, sys, datetime, os
 raw, out, elapsed = sys.argv[1:4]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 sel = lambda cmd, **kw: [r for r in rows if r["cmd"] == cmd and all(r.get(k) == v for k, v in kw.items())]
 print(f"## kvfs client patterns and extra micro-benchmarks "
       f"({datetime.datetime.utcnow():%Y-%m-%dT%H:%MZ}, {os.cpu_count()} CPUs, {elapsed} s)\n")
+on = next((r["backing"] for r in rows if r.get("setup") == "kvfs" and "backing" in r), "local disk")
+print(f"Backing: the plain dir and kvfs's backing dir are on {on}; tmpfs is tmpfs.\n")
 n = next((r["chunks"] for r in rows if r["cmd"] == "llmd"), 32)
 print(f"Client replays: {n} files of 36 MiB (Qwen3-8B, 256-token chunks) stored with the client's "
       "pattern and thread count, flushed (untimed), looked up, loaded back and verified.\n")
@@ -145,7 +167,8 @@ for s in ["tmpfs", "plain", "kvfs"]:
     w = sel("rw1m", setup=s, drop_caches=False); d = sel("rw1m", setup=s, drop_caches=True)
     if w and d:
         print(f"| {s} | {w[0]['write_gbps']:.2f} | {w[0]['read_gbps']:.2f} | {d[0]['read_gbps']:.2f} |")
-print("\n| metadata (20000 names) | threads | create+rename ops/s | create+rename p99 µs | mkdir -p (new leaf) ops/s | mkdir -p (existing) ops/s |")
+nm = next((r["count"] for r in rows if r["cmd"] == "meta"), 20000)
+print(f"\n| metadata ({nm} names) | threads | create+rename ops/s | create+rename p99 µs | mkdir -p (new leaf) ops/s | mkdir -p (existing) ops/s |")
 print("|---|---|---|---|---|---|")
 for s in ["tmpfs", "plain", "kvfs"]:
     for r in sel("meta", setup=s):
