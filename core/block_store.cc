@@ -16,8 +16,10 @@
 #include "core/flusher.h"
 #include "core/index.h"
 #include "core/log.h"
+#include "core/meta_journal.h"
 #include "core/recovery.h"
 #include "core/segment_store.h"
+#include "core/seq_counter.h"
 #include "core/space_budget.h"
 
 namespace kvfs {
@@ -60,17 +62,19 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   lim.high_watermark = cfg.high_watermark;
   lim.slack = cfg.segment_size - SpaceBudget::kMetaReserve;
   s->budget_ = std::make_unique<SpaceBudget>(lim, s->segs_.get());
-  s->ns_ = std::make_unique<Namespace>(static_cast<Journal*>(s.get()), s->clock_);
+  s->seqs_ = std::make_unique<SeqCounter>();
+  s->journal_ = std::make_unique<MetaJournal>(cfg.read_only, s->seqs_.get());
+  s->ns_ = std::make_unique<Namespace>(s->journal_.get(), s->clock_);
   KVFS_RETURN_IF_ERROR(s->load());
   // The flushers and the evictor are wired once the index is the one to use
-  // (load may rebuild it); journal entries made before wait in unlogged_.
+  // (load may rebuild it); journal entries made before wait in the journal.
   s->flusher_ = std::make_unique<Flusher>(
-      Flusher::Parts{&s->cfg_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->index_.get(),
-                     s->io_.get(), s->budget_.get(), s->data_.get()});
+      Flusher::Parts{&s->cfg_, s->ns_.get(), s->seqs_.get(), s->ram_.get(), s->segs_.get(),
+                     s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get()});
   s->evictor_ = std::make_unique<Evictor>(Evictor::Parts{
       &s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->index_.get(),
       s->io_.get(), s->budget_.get(), s->data_.get(), s->flusher_.get(), &s->reclaim_mu_});
-  if (!s->unlogged_.empty()) s->flusher_->add_meta(std::move(s->unlogged_));
+  s->journal_->attach(s->flusher_.get());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
   BackingIo* io = s->io_.get();
@@ -125,55 +129,6 @@ Status BlockStore::Close() {
   if (index_) index_->close();
   if (io_) io_->stop();
   return st;
-}
-
-// ----------------------------------------------------------------------------
-// Journal
-
-Status BlockStore::journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) {
-  if (cfg_.read_only) return Status::ReadOnly();
-  std::vector<InodeSnapshot> snaps;
-  snaps.reserve(puts.size());
-  for (const Put& p : puts) {
-    if (p.in->committed) {
-      // A renamed file: its committed content under its new name.
-      snaps.push_back(*p.in->committed);
-      snaps.back().parent = p.parent;
-      snaps.back().name = std::string(p.name);
-    } else {
-      std::lock_guard g(p.in->mu);
-      snaps.push_back(FileData::snapshot_locked(*p.in, p.parent, p.name));
-    }
-    snaps.back().seq = ns_->take_seq();
-  }
-  IndexBatch b;
-  for (auto& s : snaps) b.puts.push_back(&s);
-  std::vector<RecordEntry> entries;
-  entries.reserve(deletes.size() + snaps.size());
-  for (Inode* d : deletes) {
-    RecordEntry e;
-    e.kind = EntryKind::kTombstone;
-    e.snap.ino = d->ino;
-    e.snap.seq = ns_->take_seq();
-    b.deletes.push_back({d->ino, e.snap.seq});
-    entries.push_back(std::move(e));
-  }
-  for (auto& s : snaps) entries.push_back({EntryKind::kSnapshot, s});
-  // Committed here first, in a segment shortly after: until then the P keys
-  // keep them (index.h), so that a crash in between cannot lose them for a
-  // later rebuild.
-  for (const RecordEntry& e : entries) b.pending.push_back(&e);
-  b.next_ino = ns_->next_ino();
-  b.next_seq = ns_->next_seq();
-  KVFS_RETURN_IF_ERROR(index_->commit(b, false));
-  for (size_t i = 0; i < puts.size(); ++i)
-    puts[i].in->committed = std::make_unique<InodeSnapshot>(std::move(snaps[i]));
-  for (Inode* d : deletes) d->committed.reset();
-  if (flusher_)
-    flusher_->add_meta(std::move(entries));
-  else
-    unlogged_.insert(unlogged_.end(), entries.begin(), entries.end());
-  return Status::OK();
 }
 
 // ----------------------------------------------------------------------------

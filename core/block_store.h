@@ -12,11 +12,15 @@
 //   Index        RocksDB (index.h)
 //   BackingIo    deadlines on backing-dir calls (backing_io.h)
 //
-// Who calls whom (no part calls back into one that calls it, but for two
-// interfaces the owner passes down: Namespace -> Journal, implemented here,
-// and RamTier's pressure callback -> Flusher):
+//   MetaJournal  the namespace's commits: index now, segment log soon
+//                (meta_journal.h)
+//   SeqCounter   the seqs that order snapshots (seq_counter.h)
+//
+// Who calls whom (no cycle; the one callback is RamTier's pressure call to
+// Flusher::on_pressure, passed down by the owner):
 //
 //   BlockStore -> every part
+//   Namespace  -> Journal (MetaJournal) -> Index, SeqCounter, Flusher
 //   Evictor    -> Flusher (copies forward, carried tombstones, retries)
 //   Evictor, Flusher -> SpaceBudget, Namespace, FileData, RamTier,
 //                       SegmentStore, Index, BackingIo
@@ -78,6 +82,8 @@ class Index;
 struct IndexBatch;
 class FileData;
 class Flusher;
+class MetaJournal;
+class SeqCounter;
 class SegmentStore;
 class SpaceBudget;
 
@@ -146,7 +152,7 @@ struct StatFs {
   uint64_t files = 0, files_free = 0;
 };
 
-class BlockStore : public Journal {
+class BlockStore {
  public:
   // Opens the backing dir and the index; rebuilds the index from the segments
   // when it is missing, belongs to another backing dir, or is unreadable.
@@ -154,7 +160,7 @@ class BlockStore : public Journal {
   // a ManualClock; it must outlive the store); nullptr is the real clock.
   static Result<std::unique_ptr<BlockStore>> Open(const StoreConfig& cfg,
                                                   const Clock* clock = nullptr);
-  ~BlockStore() override;
+  ~BlockStore();
 
   // Writes every dirty file, stops the flushers and closes the index; the
   // store serves nothing afterwards. Idempotent.
@@ -242,7 +248,6 @@ class BlockStore : public Journal {
 
  private:
   BlockStore(const StoreConfig& cfg, const Clock* clock);
-  Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) override;
   Status load();
   // Reads every inode of the index into the namespace (not yet linked).
   Status scan_index(IndexBatch* drop, uint64_t* max_seq);
@@ -269,13 +274,12 @@ class BlockStore : public Journal {
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<FileData> data_;
   std::unique_ptr<SpaceBudget> budget_;
+  std::unique_ptr<SeqCounter> seqs_;
+  std::unique_ptr<MetaJournal> journal_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
   std::unique_ptr<Evictor> evictor_;
   EvictListener on_evict_;  // set before the mount serves requests
-  // Journal entries made before the flushers exist (at load), handed to them
-  // once they do. Open's thread only.
-  std::vector<RecordEntry> unlogged_;
   // Readers of segment extents hold it shared from choosing an extent until
   // their read completes; deleting a segment takes it exclusively.
   std::shared_mutex reclaim_mu_;

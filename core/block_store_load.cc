@@ -11,8 +11,10 @@
 #include "core/flusher.h"
 #include "core/index.h"
 #include "core/log.h"
+#include "core/meta_journal.h"
 #include "core/recovery.h"
 #include "core/segment_store.h"
+#include "core/seq_counter.h"
 
 namespace kvfs {
 namespace {
@@ -157,11 +159,13 @@ Status BlockStore::load() {
   if (auto dropped = index_->drop_tombstones(); !dropped.ok()) return dropped.status();
   // Journal entries the index holds that never reached a segment (a crash
   // before the flushers wrote them): queued for the segments again.
-  KVFS_RETURN_IF_ERROR(
-      index_->pending([&](RecordEntry&& e) { unlogged_.push_back(std::move(e)); }));
-  if (!unlogged_.empty())
+  std::vector<RecordEntry> unlogged;
+  KVFS_RETURN_IF_ERROR(index_->pending([&](RecordEntry&& e) { unlogged.push_back(std::move(e)); }));
+  if (!unlogged.empty()) {
     spdlog::info("{} journal entries not yet in a segment are written there again",
-                 unlogged_.size());
+                 unlogged.size());
+    journal_->add_unlogged(std::move(unlogged));
+  }
 
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) {
@@ -197,9 +201,10 @@ Status BlockStore::load() {
     ns_->reserve_inos_below(std::strtoull(ni->c_str(), nullptr, 10));
   if (auto ns = index_->get_meta("next_seq"); ns.ok())
     max_seq = std::max<uint64_t>(max_seq, std::strtoull(ns->c_str(), nullptr, 10));
-  ns_->set_next_seq(max_seq + 1);
+  seqs_->start_at(max_seq + 1);
   spdlog::info("index loaded: {} inodes in {:.2f} s (scan {:.2f} s, tree {:.2f} s, usage {:.2f} s)",
                ns_->count(), since(t0), scan_s, tree_s, since(t2));
+  journal_->use_index(index_.get());  // the one the mount settled on
   return ns_->ensure_root(::geteuid(), ::getegid());
 }
 

@@ -13,6 +13,7 @@
 #include "core/namespace.h"
 #include "core/ram_tier.h"
 #include "core/segment_store.h"
+#include "core/seq_counter.h"
 #include "core/space_budget.h"
 
 namespace kvfs {
@@ -113,7 +114,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   }
   if (!blocks_only) {
     c->snap = FileData::snapshot_locked(*in, in->parent, in->name);
-    c->snap.seq = p_.ns->take_seq();
+    c->snap.seq = p_.seqs->take();
   }
   in->in_flush = true;
   return true;
@@ -361,7 +362,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         RecordEntry t;
         t.kind = EntryKind::kTombstone;
         t.snap.ino = c.in->ino;
-        t.snap.seq = p_.ns->take_seq();
+        t.snap.seq = p_.seqs->take();
         tombs.push_back(std::move(t));
         continue;
       }
@@ -377,7 +378,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         // The journal committed a newer seq meanwhile (a rename): the index
         // never goes back to an older seq, or a catch-up could apply the
         // journal's record over this newer content.
-        c.snap.seq = p_.ns->take_seq();
+        c.snap.seq = p_.seqs->take();
         c.in->requeue = true;
       }
       ib.puts.push_back(&c.snap);
@@ -390,7 +391,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
     if (pos.seg != 0 && p_.segs->applied(pos.seg) == pos.start)
       ib.segments.emplace_back(pos.seg, pos.state);
     ib.next_ino = p_.ns->next_ino();
-    ib.next_seq = p_.ns->next_seq();
+    ib.next_seq = p_.seqs->next();
     if (!ib.empty()) cs = p_.index->commit(ib, sync);
     if (cs.ok() && !ib.segments.empty()) p_.segs->note_applied(pos.seg, pos.state.end);
     if (cs.ok()) {

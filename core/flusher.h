@@ -44,6 +44,7 @@ class Namespace;
 class RamTier;
 class SegmentStore;
 class SegmentWriter;
+class SeqCounter;
 class SpaceBudget;
 struct StoreConfig;
 
@@ -52,7 +53,8 @@ class Flusher {
   // What a flusher uses; every part outlives it (BlockStore owns them all).
   struct Parts {
     const StoreConfig* cfg;  // flush_threads, flush_batch_bytes, segment_size
-    Namespace* ns;           // its lock, inode numbers and seqs
+    Namespace* ns;           // its lock and inode numbers
+    SeqCounter* seqs;        // seqs of the snapshots and tombstones it writes
     RamTier* ram;            // flush errors writers see
     SegmentStore* segs;      // where records go
     Index* index;            // where commits go

@@ -115,7 +115,8 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
   in->rdev = n.rdev;
   in->size = in->is_symlink() ? n.symlink.size() : 0;
   if (in->is_dir()) in->dir = std::make_unique<DirData>();
-  if (!in->is_reg()) KVFS_RETURN_IF_ERROR(journal_->journal({{in.get(), parent, name}}, {}));
+  if (!in->is_reg())
+    KVFS_RETURN_IF_ERROR(journal_->journal({{in.get(), parent, name}}, {}, next_ino_.load()));
   link_locked(dir, in, std::move(key));
   table_[in->ino] = in;
   {
@@ -141,7 +142,8 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   } else if (victim->dir) {
     return Status::IsDir();
   }
-  if (victim->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}));
+  if (victim->committed)
+    KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}, next_ino_.load()));
   unlink_locked(dir, victim);
   victim->linked = false;
   const int64_t t = clock_->now_ns();
@@ -197,7 +199,8 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   std::vector<Inode*> dels;
   if (src->committed) puts.push_back({src.get(), new_parent, new_name});
   if (dst && dst->committed) dels.push_back(dst.get());
-  if (!puts.empty() || !dels.empty()) KVFS_RETURN_IF_ERROR(journal_->journal(puts, dels));
+  if (!puts.empty() || !dels.empty())
+    KVFS_RETURN_IF_ERROR(journal_->journal(puts, dels, next_ino_.load()));
 
   if (dst) {
     unlink_locked(dst_dir, dst);
@@ -229,7 +232,7 @@ Status Namespace::drop(const InodeRef& in) {
   if (!d.ok()) return d.status();
   auto it = (*d)->dir->by_name.find(in->name);
   if (it == (*d)->dir->by_name.end() || it->second != in) return Status::NotFound();
-  if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}));
+  if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}, next_ino_.load()));
   unlink_locked(*d, in);
   in->linked = false;
   std::lock_guard g(in->mu);
@@ -253,7 +256,7 @@ Status Namespace::remove_many(const std::vector<InodeRef>& cands,
     if (in->committed) dels.push_back(in.get());
   }
   if (!dels.empty()) {
-    Status s = journal_->journal({}, dels);
+    Status s = journal_->journal({}, dels, next_ino_.load());
     if (!s.ok()) {
       for (auto& in : chosen) {
         std::lock_guard g(in->mu);
@@ -284,7 +287,7 @@ Result<uint64_t> Namespace::remove_empty_dir(const InodeRef& dir) {
     return Status::Busy();
   auto p = table_.find(dir->parent);
   if (p == table_.end()) return Status::NotFound();
-  if (dir->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {dir.get()}));
+  if (dir->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {dir.get()}, next_ino_.load()));
   unlink_locked(p->second.get(), dir);
   dir->linked = false;
   {

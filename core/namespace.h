@@ -38,8 +38,10 @@ class Journal {
     uint64_t parent;
     std::string_view name;
   };
-  // Called with Namespace::mu_ held exclusively, before the change is applied.
-  virtual Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes) = 0;
+  // Called with Namespace::mu_ held exclusively, before the change is
+  // applied; next_ino: the next inode number the namespace hands out.
+  virtual Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes,
+                         uint64_t next_ino) = 0;
 };
 
 struct NewNode {
@@ -136,11 +138,6 @@ class Namespace {
   // Startup: never hand out a number the index once used (its tombstone may
   // still be in a segment).
   void reserve_inos_below(uint64_t v);
-  // Seqs order every snapshot and tombstone of an inode (the newest wins in
-  // the index and in a catch-up); handed out here, above every one loaded.
-  uint64_t take_seq() { return next_seq_.fetch_add(1); }
-  uint64_t next_seq() const { return next_seq_.load(); }
-  void set_next_seq(uint64_t v) { next_seq_ = v; }
 
   static Status check_name(std::string_view name);
 
@@ -160,7 +157,6 @@ class Namespace {
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, InodeRef> table_;  // guarded by mu_
   std::atomic<uint64_t> next_ino_{kRootIno + 1};
-  std::atomic<uint64_t> next_seq_{1};
 };
 
 }  // namespace kvfs

@@ -157,7 +157,7 @@ Status Namespace::ensure_root(uint32_t uid, uint32_t gid) {
   root->gid = gid;
   root->atime_ns = root->mtime_ns = root->ctime_ns = clock_->now_ns();
   root->dir = std::make_unique<DirData>();
-  KVFS_RETURN_IF_ERROR(journal_->journal({{root.get(), kRootIno, ""}}, {}));
+  KVFS_RETURN_IF_ERROR(journal_->journal({{root.get(), kRootIno, ""}}, {}, next_ino_.load()));
   table_[kRootIno] = std::move(root);
   return Status::OK();
 }

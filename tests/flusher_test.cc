@@ -21,6 +21,7 @@
 #include "core/namespace.h"
 #include "core/ram_tier.h"
 #include "core/segment_store.h"
+#include "core/seq_counter.h"
 #include "core/space_budget.h"
 
 namespace kvfs {
@@ -33,7 +34,7 @@ constexpr uint64_t kMiB = 1 << 20;
 // journal only counts its calls (regular files never go through it).
 struct CountingJournal : Journal {
   int calls = 0;
-  Status journal(const std::vector<Put>&, const std::vector<Inode*>&) override {
+  Status journal(const std::vector<Put>&, const std::vector<Inode*>&, uint64_t) override {
     ++calls;
     return Status::OK();
   }
@@ -73,9 +74,9 @@ class FlusherTest : public ::testing::Test {
     l.slack = cfg_.segment_size - SpaceBudget::kMetaReserve;
     l.round = round;
     budget_ = std::make_unique<SpaceBudget>(l, segs_.get());
-    flusher_ = std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), ram_.get(), segs_.get(),
-                                                        index_.get(), io_.get(), budget_.get(),
-                                                        data_.get()});
+    flusher_ = std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), &seqs_, ram_.get(),
+                                                        segs_.get(), index_.get(), io_.get(),
+                                                        budget_.get(), data_.get()});
     flusher_->start();
   }
   void TearDown() override {
@@ -142,6 +143,7 @@ class FlusherTest : public ::testing::Test {
   std::string root_;
   StoreConfig cfg_;
   CountingJournal journal_;
+  SeqCounter seqs_;
   std::unique_ptr<BackingIo> io_;
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Index> index_;

@@ -16,7 +16,7 @@ namespace {
 // The loader journals nothing; ensure_root() and later changes do.
 class CountingJournal : public Journal {
  public:
-  Status journal(const std::vector<Put>&, const std::vector<Inode*>&) override {
+  Status journal(const std::vector<Put>&, const std::vector<Inode*>&, uint64_t) override {
     ++calls;
     return Status::OK();
   }

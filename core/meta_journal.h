@@ -1,0 +1,50 @@
+// MetaJournal: the Journal the namespace commits its changes through
+// (directories, symlinks and special files when made; renames, unlinks and
+// evictions of committed inodes). Each change is committed to the index at
+// once, with a P key per entry, and handed to the flushers, which append the
+// entries to the segment log and then drop the P keys (index.h). Until the
+// flushers exist (at mount) the entries wait here.
+//
+// Thread-safe as the namespace uses it: journal() runs with Namespace::mu_
+// held exclusively, so calls are serialised; use_index() and attach() run on
+// the mount's thread before anything is served.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/namespace.h"
+#include "core/record.h"
+
+namespace kvfs {
+
+class Flusher;
+class Index;
+class SeqCounter;
+
+class MetaJournal : public Journal {
+ public:
+  MetaJournal(bool read_only, SeqCounter* seqs) : read_only_(read_only), seqs_(seqs) {}
+
+  // The index the mount settled on (it may rebuild it before).
+  void use_index(Index* index) { index_ = index; }
+  // From now on entries go to the flushers; those kept so far go first.
+  void attach(Flusher* flusher);
+  // Entries the index holds that never reached a segment (a crash before
+  // the flushers wrote them): written there again.
+  void add_unlogged(std::vector<RecordEntry> entries);
+
+  Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes,
+                 uint64_t next_ino) override;
+
+ private:
+  void hand_over(std::vector<RecordEntry> entries);
+
+  const bool read_only_;
+  SeqCounter* const seqs_;
+  Index* index_ = nullptr;
+  Flusher* flusher_ = nullptr;
+  std::vector<RecordEntry> unlogged_;  // before attach()
+};
+
+}  // namespace kvfs
