@@ -219,11 +219,13 @@ int main(int argc, char** argv) {
   if (fuse_session_mount(se, pos[1].c_str()) != 0) {
     std::fprintf(stderr, "nfsemu: cannot mount on %s\n", pos[1].c_str());
     fuse_session_destroy(se);
+    fuse_opt_free_args(&args);
     return 3;
   }
   if (!daemonize(foreground, cfg.pidfile)) {
     fuse_session_unmount(se);
     fuse_session_destroy(se);
+    fuse_opt_free_args(&args);
     return 1;
   }
 
@@ -240,6 +242,8 @@ int main(int argc, char** argv) {
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
+  fuse_opt_free_args(&args);
+  nfsemu::ops_shutdown();
   stopping = true;
   pthread_kill(stats.native_handle(), SIGUSR1);
   stats.join();

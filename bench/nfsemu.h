@@ -93,6 +93,9 @@ void write_stats();
 
 // The passthrough: opens the source directory (false with errno set).
 bool ops_init(const char* source);
+// After the session ends: the inodes the kernel never forgot (an unmount
+// sends no FORGETs) are closed and freed.
+void ops_shutdown();
 fuse_lowlevel_ops ops_table();
 
 }  // namespace nfsemu

@@ -291,6 +291,17 @@ bool ops_init(const char* source) {
   return true;
 }
 
+void ops_shutdown() {
+  std::lock_guard l(g_mu);
+  for (auto& [key, in] : g_inodes) {
+    close(in->fd);
+    delete in;
+  }
+  g_inodes.clear();
+  if (g_root.fd >= 0) close(g_root.fd);
+  g_root.fd = -1;
+}
+
 fuse_lowlevel_ops ops_table() {
   fuse_lowlevel_ops ops{};
   ops.init = em_init;
