@@ -16,10 +16,6 @@ void MetaJournal::attach(Flusher* flusher) {
 }
 
 void MetaJournal::add_unlogged(std::vector<RecordEntry> entries) {
-  hand_over(std::move(entries));
-}
-
-void MetaJournal::hand_over(std::vector<RecordEntry> entries) {
   if (flusher_)
     flusher_->add_meta(std::move(entries));
   else
@@ -67,7 +63,7 @@ Status MetaJournal::journal(const std::vector<Put>& puts, const std::vector<Inod
   for (size_t i = 0; i < puts.size(); ++i)
     puts[i].in->committed = std::make_unique<InodeSnapshot>(std::move(snaps[i]));
   for (Inode* d : deletes) d->committed.reset();
-  hand_over(std::move(entries));
+  add_unlogged(std::move(entries));
   return Status::OK();
 }
 

@@ -30,16 +30,15 @@ class MetaJournal : public Journal {
   void use_index(Index* index) { index_ = index; }
   // From now on entries go to the flushers; those kept so far go first.
   void attach(Flusher* flusher);
-  // Entries the index holds that never reached a segment (a crash before
-  // the flushers wrote them): written there again.
+  // Entries for the segment log: to the flushers, or kept until attach().
+  // The mount passes those the index holds that never reached a segment (a
+  // crash before the flushers wrote them).
   void add_unlogged(std::vector<RecordEntry> entries);
 
   Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes,
                  uint64_t next_ino) override;
 
  private:
-  void hand_over(std::vector<RecordEntry> entries);
-
   const bool read_only_;
   SeqCounter* const seqs_;
   Index* index_ = nullptr;
