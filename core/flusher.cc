@@ -262,6 +262,10 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
     if (!c.blocks_only && c.dirty.empty()) entries.push_back({EntryKind::kSnapshot, c.snap});
   if (!entries.empty()) KVFS_RETURN_IF_ERROR(sw.append(RecordType::kMeta, entries, {}, nullptr));
 
+  // What each file's record says, kept apart from c.snap until the segment is
+  // synced: a retry in a fresh segment starts again from the clean extents,
+  // where merging twice would list a block twice (a record no scan accepts).
+  std::vector<std::pair<Captured*, std::vector<BlockExtent>>> written;
   for (auto& c : batch) {
     if (c.dirty.empty()) continue;
     std::vector<SegmentWriter::Block> blocks;
@@ -275,24 +279,24 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
     std::vector<RecordEntry> fe;
     if (!c.blocks_only) {
       // Merge the dirty blocks into the snapshot's extent list (sorted by idx).
-      auto& ex = c.snap.extents;
+      fe.push_back({EntryKind::kSnapshot, c.snap});
+      auto& ex = fe[0].snap.extents;
       for (auto& d : c.dirty) ex.push_back({d.idx, d.ext});
       std::sort(ex.begin(), ex.end(), [](auto& a, auto& b) { return a.idx < b.idx; });
-      fe.push_back({EntryKind::kSnapshot, c.snap});
     }
     auto fill = [&](const std::vector<uint64_t>& offs) {
       for (size_t i = 0; i < offs.size(); ++i) c.dirty[i].ext.off = offs[i];
       if (fe.empty()) return;
-      auto& ex = fe[0].snap.extents;
       size_t j = 0;
-      for (auto& be : ex)
+      for (auto& be : fe[0].snap.extents)
         if (j < c.dirty.size() && be.idx == c.dirty[j].idx) be.ext = c.dirty[j++].ext;
-      c.snap.extents = ex;
     };
     KVFS_RETURN_IF_ERROR(
         sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe, blocks, fill));
+    if (!fe.empty()) written.emplace_back(&c, std::move(fe[0].snap.extents));
   }
   KVFS_RETURN_IF_ERROR(sw.sync());
+  for (auto& [c, extents] : written) c->snap.extents = std::move(extents);
   pos->state = sw.log_state();
   return Status::OK();
 }
@@ -465,6 +469,10 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
     std::lock_guard l(q_mu_);
     for (auto& in : again) retry_.push_back(std::move(in));
     for (auto& e : meta) meta_.push_back(std::move(e));
+    if (!meta.empty()) {
+      ++meta_failures_;
+      meta_error_ = st;
+    }
     retry_at_ = std::chrono::steady_clock::now() + kRetryDelay;
   }
   p_.ram->set_flush_error(st);

@@ -281,6 +281,12 @@ class Fsck {
       auto it = known->find(seg.id);
       const uint64_t end = it == known->end() ? 0 : it->second.end;
       const uint64_t rec = it == known->end() ? 0 : it->second.records;
+      // The index only moves past records once they are synced: a scan that
+      // stops short of that found a damaged record (a rebuild loses the rest).
+      if (valid < end)
+        problem("segment " + seg.path + ": the index applied " + std::to_string(end) +
+                " bytes of it, but its records read back only up to " + std::to_string(valid) +
+                " (a damaged or truncated record)");
       if (valid > end) {
         ++segs;
         unseen += it == known->end();
