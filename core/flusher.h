@@ -143,6 +143,10 @@ class Flusher {
   std::vector<InodeRef> retry_;           // failed, retried at retry_at_; q_mu_
   std::unordered_set<InodeRef> writing_;  // guarded by q_mu_
   std::vector<RecordEntry> meta_;         // guarded by q_mu_
+  // Failed appends of meta_ (put back, retried): flush_all gives up on a
+  // round once it sees one, instead of waiting for a queue that never drains.
+  uint64_t meta_failures_ = 0;            // guarded by q_mu_
+  Status meta_error_;                     // guarded by q_mu_: the last one's cause
   std::unordered_set<uint64_t> tracked_;  // guarded by q_mu_: seqs log_meta waits for
   std::unordered_set<uint64_t> logged_;   // guarded by q_mu_: of those, committed
   std::condition_variable meta_cv_;       // guarded by q_mu_: logged_ grew

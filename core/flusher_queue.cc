@@ -122,8 +122,10 @@ Status Flusher::flush_all(bool include_open) {
   std::vector<InodeRef> failed;
   for (int round = 0; round < 3; ++round) {
     bool any = false;
+    uint64_t meta_failures;
     {
       std::lock_guard l(q_mu_);
+      meta_failures = meta_failures_;
       force_all_ = include_open;
       sync_all_ = true;
       for (auto& in : retry_) queue_.push_back(std::move(in));
@@ -148,7 +150,7 @@ Status Flusher::flush_all(bool include_open) {
       q_cv_.notify_all();
       auto idle = [&] {
         return (queue_.empty() && ungated_.empty() && meta_.empty() && active_ == 0) ||
-               !retry_.empty() || stopping_;
+               !retry_.empty() || meta_failures_ != meta_failures || stopping_;
       };
       bool gave_up = false;
       while (!idle() && !(gave_up = p_.io->gave_up(since)))
@@ -159,6 +161,13 @@ Status Flusher::flush_all(bool include_open) {
         return Status::TimedOut("flush: the backing dir is stalled");
       }
       failed.assign(retry_.begin(), retry_.end());
+      if (failed.empty() && meta_failures_ != meta_failures) {
+        // Journal entries are committed to the index before they are
+        // queued for a segment: nothing is lost, the next mount writes them.
+        result = meta_error_.Prefixed(
+            "journal entries not written to a segment (kept in the index for the next mount)");
+        break;
+      }
     }
     if (!failed.empty()) {
       // The caller gets the cause (ENOSPC under the cap, EIO), not a generic error.

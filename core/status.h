@@ -64,6 +64,11 @@ class [[nodiscard]] Status {
   // From a syscall's errno, for the few places core calls the OS directly.
   static Status FromErrno(int err, std::string m);
 
+  // The same code with context in front of the message (what failed, then why).
+  Status Prefixed(const std::string& context) const {
+    return ok() ? *this : Status(code_, context + ": " + msg_);
+  }
+
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return msg_; }

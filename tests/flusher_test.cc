@@ -3,7 +3,8 @@
 // budget. What a flush writes (one segment, one commit per batch, extents
 // that read back bit-exact), what it leaves alone (files still being
 // written), how it fails for lack of room and goes on once there is room,
-// and the pressure write-out of an open file's blocks without a commit.
+// the pressure write-out of an open file's blocks without a commit, and
+// journal entries that cannot reach a segment ending flush_all with the cause.
 #include "core/flusher.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <map>
 
 #include "core/backing_io.h"
+#include "core/disk_layout.h"
 #include "core/file_data.h"
 #include "core/index.h"
 #include "core/namespace.h"
@@ -242,6 +244,27 @@ TEST_F(FlusherTest, PressureWritesAnOpenFilesBlocksOutWithoutCommittingIt) {
   }
   EXPECT_EQ(ram_->dirty_bytes(), 0u);
   EXPECT_EQ(committed().count(in->ino), 0u);
+  EXPECT_EQ(segs_->list().size(), 1u);
+}
+
+TEST_F(FlusherTest, JournalEntriesThatCannotBeWrittenEndFlushAllWithTheCause) {
+  start(256 * kMiB);
+  // No segment can be created any more (the backing dir wiped under us):
+  // the entries go back to the queue after each try, which never drains.
+  fs::remove_all(fs::path(cfg_.backing_dir) / layout::kSegDir);
+  RecordEntry t;
+  t.kind = EntryKind::kTombstone;
+  t.snap.ino = 1234;
+  t.snap.seq = seqs_.take();
+  flusher_->add_meta({t});
+  Status st = flusher_->flush_all(false);
+  EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+  EXPECT_NE(st.message().find("journal entries"), std::string::npos) << st.ToString();
+  EXPECT_GE(flusher_->io_errors(), 1u);
+  // Still queued: once segments can be created again they are written.
+  fs::create_directories(fs::path(cfg_.backing_dir) / layout::kSegDir);
+  flusher_->retry_now();
+  EXPECT_TRUE(flusher_->flush_all(false).ok());
   EXPECT_EQ(segs_->list().size(), 1u);
 }
 
