@@ -45,7 +45,8 @@
 //   -> Inode::mu (one at a time)
 //   -> Flusher::q_mu_
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
-//      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_.
+//      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
+//      Evictor::listener_mu_ (the listener itself runs with no lock held).
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -279,7 +280,6 @@ class BlockStore {
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
   std::unique_ptr<Evictor> evictor_;
-  EvictListener on_evict_;  // set before the mount serves requests
   // Readers of segment extents hold it shared from choosing an extent until
   // their read completes; deleting a segment takes it exclusively.
   std::shared_mutex reclaim_mu_;

@@ -133,7 +133,6 @@ Result<uint64_t> BlockStore::resolve(std::string_view path) {
 }
 
 void BlockStore::set_eviction_listener(EvictListener fn) {
-  on_evict_ = fn;
   evictor_->set_listener(std::move(fn));
 }
 

@@ -43,6 +43,20 @@ Evictor::~Evictor() {
   stop();
 }
 
+void Evictor::set_listener(Listener fn) {
+  std::lock_guard l(listener_mu_);
+  on_evict_ = std::move(fn);
+}
+
+void Evictor::notify(uint64_t parent, const std::string& name, uint64_t ino) {
+  Listener fn;
+  {
+    std::lock_guard l(listener_mu_);
+    fn = on_evict_;
+  }
+  if (fn) fn(parent, name, ino);
+}
+
 void Evictor::start() {
   thread_ = std::thread([this] { run(); });
 }
@@ -136,7 +150,7 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
       if (r.in->open_count == 0) p_.data->free_locked(*r.in);
     }
     parents.push_back(r.parent);
-    if (on_evict_) on_evict_(r.parent, r.name, r.in->ino);
+    notify(r.parent, r.name, r.in->ino);
   }
   if (res) {
     res->files += out.size();
@@ -192,7 +206,7 @@ void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
     auto parent = p_.ns->remove_empty_dir(d);
     if (!parent.ok()) continue;
     dirs_removed_.fetch_add(1);
-    if (on_evict_) on_evict_(*parent, d->name, d->ino);
+    notify(*parent, d->name, d->ino);
     dirs.push_back(*parent);
   }
 }
@@ -347,7 +361,7 @@ Result<EvictResult> Evictor::evict(const EvictRequest& r) {
         auto parent = p_.ns->remove_empty_dir(d);
         if (!parent.ok()) continue;
         dirs_removed_.fetch_add(1);
-        if (on_evict_) on_evict_(*parent, d->name, d->ino);
+        notify(*parent, d->name, d->ino);
         d.reset();
         progress = true;
       }

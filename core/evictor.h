@@ -105,8 +105,12 @@ class Evictor {
   explicit Evictor(const Parts& parts);
   ~Evictor();
 
-  // listener: set before start.
-  void set_listener(Listener fn) { on_evict_ = std::move(fn); }
+  // May be set or cleared while passes run (the mount sets it once its FUSE
+  // session exists, and clears it before the session goes).
+  void set_listener(Listener fn);
+  // Calls the listener, if any, with no lock held (also for a file the store
+  // dropped for another reason).
+  void notify(uint64_t parent, const std::string& name, uint64_t ino);
   void start();
   // Stops the budget's waits too (a flush then fails at once for lack of
   // room instead of waiting for passes that will not come).
@@ -149,7 +153,8 @@ class Evictor {
 
   const Parts p_;
   std::atomic<int64_t> grace_ns_{0};
-  Listener on_evict_;
+  std::mutex listener_mu_;
+  Listener on_evict_;  // guarded by listener_mu_
 
   std::mutex pass_mu_;  // one pass at a time
   std::thread thread_;

@@ -140,7 +140,7 @@ void BlockStore::drop_file(const InodeRef& in, const Status& why) {
     dropped_files_.fetch_add(1);
     spdlog::error("file {} (inode {}) dropped from the cache: {}", ns_->path(parent, name), in->ino,
                   why.ToString());
-    if (on_evict_) on_evict_(parent, name, in->ino);  // the kernel forgets it too
+    evictor_->notify(parent, name, in->ino);  // the kernel forgets it too
   }
 }
 
