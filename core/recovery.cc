@@ -112,6 +112,7 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
     auto k = index.segment_states();
     if (!k.ok()) return k.status();
     known = std::move(*k);
+    if (!known.empty()) segs.reserve_ids_through(known.rbegin()->first);
   }
   LogFold fold;
   IndexBatch fin;
@@ -123,6 +124,15 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
     SegmentLogState state = it == known.end() ? SegmentLogState{} : it->second;
     const bool seen = it != known.end();
     if (seen) known.erase(it);
+    if (seg.bytes < state.end) {
+      // Truncated under us, or not the segment the index saw: apply it again
+      // from its start (applying is idempotent) rather than skip what it holds.
+      spdlog::warn(
+          "segment {} is {} bytes, shorter than the {} bytes the index has applied: applying "
+          "it again from its start",
+          seg.path, seg.bytes, state.end);
+      state = SegmentLogState{};
+    }
     if (seg.bytes > state.end) {
       // The index has not applied this far (or the tail is a crash's
       // preallocated zeros, which one header read tells).
@@ -150,9 +160,6 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
                        seg.bytes - valid);
       }
       state.end = valid;
-    } else if (seg.bytes < state.end) {
-      spdlog::warn("segment {} is {} bytes, shorter than the {} bytes the index has applied",
-                   seg.path, seg.bytes, state.end);
     }
     segs.set_log_state(seg.id, state.end, state);
     states.emplace_back(seg.id, state);

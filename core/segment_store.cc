@@ -239,6 +239,11 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
   return std::unique_ptr<SegmentWriter>(new SegmentWriter(this, id, fd));
 }
 
+void SegmentStore::reserve_ids_through(uint64_t id) {
+  std::unique_lock l(mu_);
+  next_id_ = std::max(next_id_, id + 1);
+}
+
 void SegmentStore::note_size(uint64_t id, uint64_t bytes) {
   std::unique_lock l(mu_);
   // An open segment is preallocated: it takes at least that much space.

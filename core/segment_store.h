@@ -67,6 +67,11 @@ class SegmentStore : public SpaceUsage {
 
   // Starts a new, empty segment with the next id.
   Result<std::unique_ptr<SegmentWriter>> new_writer();
+  // Ids up to `id` are never given to a new segment, even where their files
+  // are gone: an index that still holds a position in a deleted segment
+  // (restored from a copy, say) would otherwise skip the start of a new
+  // segment that reused its id.
+  void reserve_ids_through(uint64_t id);
 
   // Reads one block extent into dst (capacity >= align_up(ext.len)) and
   // checks its hash: Corruption on a mismatch or a short segment, TimedOut

@@ -197,6 +197,31 @@ TEST_F(RecoveryTest, UnknownSegmentsAreAppliedAndGoneOnesDropped) {
   EXPECT_TRUE(get(kRootIno, "two") == "<missing>");
 }
 
+// A segment deleted after the index was copied: its id is never given to a
+// new segment, or the copy, put back, would take the new segment's records
+// as applied up to where the old one ended and skip them.
+TEST_F(RecoveryTest, AnIdTheIndexKnowsIsNeverReused) {
+  open_store();
+  put(kRootIno, "one", pattern(5 * kMiB, 3));  // fills the first segment
+  put(kRootIno, "two", pattern(kMiB, 4));      // in the second
+  close_store();
+  const std::string copy = root_ + "/index-copy";
+  save_index(copy);
+  auto before = segment_files();
+  const std::string last = *before.rbegin();
+  fs::remove(layout::segment_dir(root_ + "/backing") + "/" + last);
+  open_store();
+  put(kRootIno, "three", pattern(2 * kMiB, 5));
+  close_store();
+  auto after = segment_files();
+  EXPECT_FALSE(after.count(last)) << "segment id reused: " << last;
+  restore_index(copy);
+  open_store();
+  EXPECT_TRUE(get(kRootIno, "three") == pattern(2 * kMiB, 5))
+      << get(kRootIno, "three").substr(0, 40);
+  EXPECT_TRUE(get(kRootIno, "one") == pattern(5 * kMiB, 3));
+}
+
 // An unlink and a rename over an existing name whose records sit in a
 // segment that is reclaimed while an older segment still holds the old
 // snapshots: the tombstones are carried forward, so a rebuild from the
