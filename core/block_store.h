@@ -242,9 +242,10 @@ class BlockStore {
   double io_timeout() const;
   BackingIoStats backing_io_stats() const;
   uint64_t capacity() const;
-  // Told (parent, name, ino) after the evictor removed a name, so that the
-  // kernel's caches can be invalidated. Called with no lock held.
-  using EvictListener = std::function<void(uint64_t, const std::string&, uint64_t)>;
+  // Told (parent, name, ino) after the evictor removed a name, or the store
+  // dropped a file, so that the kernel's caches can be invalidated. Called
+  // with no lock held; may be set or cleared while the store runs.
+  using EvictListener = Evictor::Listener;
   void set_eviction_listener(EvictListener fn);
 
  private:
