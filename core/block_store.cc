@@ -206,14 +206,25 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   auto rn = node(ino);
   if (!rn.ok()) return rn.status();
   InodeRef& in = *rn;
-  std::shared_lock ns(ns_->mu());
-  std::lock_guard g(in->mu);
+  if (r.set_size && r.size > cfg_.max_file_size) return Status::FileTooBig();
+  // No namespace lock: a truncate may read the block it shortens from the
+  // backing dir (lock_with_kept), and only a directory's link count needs
+  // the tree, read after.
+  std::shared_lock rl(reclaim_mu_);
+  std::unique_lock<std::mutex> g;
+  ConstBufRef old;
+  KVFS_RETURN_IF_ERROR(lock_with_kept(
+      *in, &g,
+      [&](const Inode& i, uint32_t* idx) {
+        return r.set_size && i.is_reg() ? FileData::kept_by_truncate_locked(i, r.size, idx)
+                                        : Extent{};
+      },
+      &old));
   const int64_t t = clock_->now_ns();
   bool meta = false;
   if (r.set_size) {
     if (!in->is_reg()) return in->is_dir() ? Status::IsDir() : Status::Invalid("not a file");
-    if (r.size > cfg_.max_file_size) return Status::FileTooBig();
-    KVFS_RETURN_IF_ERROR(truncate_locked(*in, r.size));
+    truncate_locked(*in, r.size, old);
     in->mtime_ns = t;
     meta = true;
     if (fh && fh->writable && fh->sealed) {  // ftruncate after a close(): open again
@@ -243,7 +254,12 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
     if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   }
   Attr a = attr_locked(*in);
-  fix_nlink(in, &a);
+  g.unlock();
+  rl.unlock();
+  if (S_ISDIR(a.mode)) {
+    std::shared_lock ns(ns_->mu());
+    fix_nlink(in, &a);
+  }
   return a;
 }
 

@@ -39,9 +39,13 @@
 // locks after it; TSan's lock-order checks run over the suite):
 //
 //   Evictor::pass_mu_
-//   -> Namespace::mu_ (shared for lookups and flush commits) | reclaim_mu_
-//      (shared by readers of extents, exclusive to forget a segment; never
-//      held together with Namespace::mu_)
+//   -> Namespace::commit_mu_ (exclusive for a change of the tree and its
+//      journal commit, shared for a flush commit: the only locks a RocksDB
+//      write runs under, besides the index's own; no lookup or read takes it)
+//   -> Namespace::mu_ (shared for lookups, exclusive only to apply a
+//      committed change) | reclaim_mu_ (shared by readers of extents,
+//      exclusive to forget a segment; never held together with
+//      Namespace::mu_)
 //   -> Inode::mu (one at a time)
 //   -> Flusher::q_mu_
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
@@ -257,7 +261,16 @@ class BlockStore {
   Attr attr_locked(const Inode& in) const;
   // Registers a new handle in open_files_; returns it.
   OpenFile* track_handle(OpenFile* f);
-  Status truncate_locked(Inode& in, uint64_t size);
+  // Truncates to size; old: the kept bytes of the last block when
+  // FileData::kept_by_truncate_locked names an extent.
+  void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old = nullptr);
+  // Locks in.mu into g, with *old holding the bytes of the extent kept(in)
+  // names (null if none). A cold read of them runs with g released; the
+  // extent is checked again once g is taken back. The caller holds
+  // reclaim_mu_ shared, which keeps a chosen extent readable.
+  using KeptFn = std::function<Extent(const Inode&, uint32_t* idx)>;
+  Status lock_with_kept(Inode& in, std::unique_lock<std::mutex>* g, const KeptFn& kept,
+                        ConstBufRef* old);
   void drop_file(const InodeRef& in, const Status& why);
   void mark_dirty_locked(Inode& in);
   // Creates a data-less inode (symlink, FIFO, socket, device), journaled at

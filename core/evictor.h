@@ -26,7 +26,8 @@
 // at least every second; it never calls the budget's waits itself.
 //
 // Thread-safe. One pass runs at a time (pass_mu_). Lock order: pass_mu_ ->
-// reclaim_mu -> Namespace::mu_ -> Inode::mu (block_store.h has core/'s).
+// Namespace::commit_mu_ -> Namespace::mu_ or reclaim_mu -> Inode::mu
+// (block_store.h has core/'s).
 #pragma once
 
 #include <atomic>

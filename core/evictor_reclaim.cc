@@ -122,9 +122,9 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
           }
           InodeRef in = p_.ns->get(e.snap.ino);
           if (!in) continue;
-          std::shared_lock ns(p_.ns->mu());
-          // committed is written under the shared lock plus mu (the
-          // flusher): read it under both.
+          // committed is written under the commit lock (shared) plus mu
+          // (the flusher): read it under both (inode.h).
+          std::shared_lock cl(p_.ns->commit_mu());
           std::lock_guard g(in->mu);
           if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
           ++in->version;

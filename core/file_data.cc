@@ -98,6 +98,91 @@ void FileData::flushed_locked(Inode& in, uint32_t idx, const Extent& ext, const 
   }
 }
 
+namespace {
+bool keeps_old(const BlockSlot& s, uint32_t bo, uint32_t n) {
+  return s.len > 0 && !(bo == 0 && n >= s.len);
+}
+}  // namespace
+
+Extent FileData::kept_by_write_locked(const Inode& in, uint32_t idx, uint32_t bo, uint32_t n) {
+  if (idx >= in.blocks.size()) return Extent{};
+  const BlockSlot& s = in.blocks[idx];
+  return keeps_old(s, bo, n) && !s.buf ? s.ext : Extent{};
+}
+
+uint64_t FileData::write_locked(Inode& in, uint32_t idx, uint32_t bo, const char* data, uint32_t n,
+                                const ConstBufRef& old) {
+  if (idx >= in.blocks.size()) in.blocks.resize(idx + 1);
+  BlockSlot& s = in.blocks[idx];
+  const uint32_t new_len = std::max(s.len, bo + n);
+  uint64_t used = 0;
+  if (s.buf && !s.lent && s.buf.use_count() == 1 && s.buf->capacity() >= align_up(new_len)) {
+    // Nobody else holds this buffer (no reply, no flush): change it in place.
+    if (bo > s.len) std::memset(s.buf->data() + s.len, 0, bo - s.len);
+    std::memcpy(s.buf->data() + bo, data, n);
+  } else {
+    BufRef nb = BufferPool::allocate(new_len);
+    uint32_t have = 0;
+    if (keeps_old(s, bo, n)) {
+      const ConstBufRef src = s.buf ? ConstBufRef(s.buf) : old;
+      if (src) {
+        std::memcpy(nb->data(), src->data(), s.len);
+        have = s.len;
+      }
+    }
+    if (bo > have) std::memset(nb->data() + have, 0, bo - have);
+    std::memcpy(nb->data() + bo, data, n);
+    used = nb->capacity();
+    set_dirty_locked(in, s, std::move(nb));
+  }
+  s.len = new_len;
+  zero_tail(*s.buf, new_len);
+  return used;
+}
+
+Extent FileData::kept_by_truncate_locked(const Inode& in, uint64_t size, uint32_t* idx) {
+  if (size >= in.size) return Extent{};
+  const size_t nblocks = static_cast<size_t>((size + kBlockSize - 1) / kBlockSize);
+  if (nblocks == 0 || nblocks > in.blocks.size()) return Extent{};
+  const BlockSlot& s = in.blocks[nblocks - 1];
+  const uint32_t keep = static_cast<uint32_t>(size - (nblocks - 1) * kBlockSize);
+  if (s.len <= keep || s.buf) return Extent{};
+  *idx = uint32_t(nblocks - 1);
+  return s.ext;
+}
+
+void FileData::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old) {
+  if (size == in.size) return;
+  if (size < in.size) {
+    const size_t nblocks = static_cast<size_t>((size + kBlockSize - 1) / kBlockSize);
+    cut_locked(in, nblocks);
+    // Blocks past the slots are holes (a file grown by truncate): nothing
+    // to cut there.
+    if (nblocks > 0 && nblocks <= in.blocks.size()) {
+      BlockSlot& s = in.blocks[nblocks - 1];
+      const uint32_t keep = static_cast<uint32_t>(size - (nblocks - 1) * kBlockSize);
+      if (s.len > keep) {
+        if (s.buf && !s.lent && s.buf.use_count() == 1) {
+          std::memset(s.buf->data() + keep, 0, s.len - keep);
+        } else {
+          const ConstBufRef src = s.buf ? ConstBufRef(s.buf) : old;
+          BufRef nb = BufferPool::allocate(keep);
+          if (src)
+            std::memcpy(nb->data(), src->data(), keep);
+          else
+            std::memset(nb->data(), 0, keep);
+          ram_->charge_dirty(nb->capacity());
+          set_dirty_locked(in, s, std::move(nb));
+        }
+        s.len = keep;
+        zero_tail(*s.buf, keep);
+      }
+    }
+    ++in.trunc_gen;
+  }
+  in.size = size;
+}
+
 Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out) {
   BufRef b = BufferPool::allocate(align_up(ext.len));
   Status st = segs_->read_extent(ext, b);

@@ -55,6 +55,22 @@ class FileData {
   // ext; if the slot still holds buf, it becomes a clean cache entry.
   void flushed_locked(Inode& in, uint32_t idx, const Extent& ext, const BufRef& buf);
 
+  // A write of n bytes at offset bo of block idx, and a truncate to size,
+  // may have to keep bytes of a block that is only in a segment: these name
+  // its extent (and set *idx), or return an invalid one. The caller reads it
+  // with no lock held (cold bytes take as long as the backing dir does) and
+  // passes the bytes as old, after checking the extent is still the one
+  // named.
+  static Extent kept_by_write_locked(const Inode& in, uint32_t idx, uint32_t bo, uint32_t n);
+  static Extent kept_by_truncate_locked(const Inode& in, uint64_t size, uint32_t* idx);
+  // Writes the bytes into slot idx (old: see above); returns the buffer
+  // capacity now charged as dirty, which the caller reserved.
+  uint64_t write_locked(Inode& in, uint32_t idx, uint32_t bo, const char* data, uint32_t n,
+                        const ConstBufRef& old);
+  // Cuts or extends the file to size; a shortened block written before
+  // becomes dirty again (its extent's hash covers the old length).
+  void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old);
+
   // Reads one block's extent from the backing dir, checks its hash and
   // caches it in the RAM tier. Corruption (counted, logged) on a mismatch.
   Status read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out);

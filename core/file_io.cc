@@ -39,7 +39,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
     if (in->is_dir()) return Status::IsDir();
     if (!in->is_reg()) return Status::Invalid("not a regular file");
     if ((flags & O_TRUNC) && writable && in->size > 0) {
-      KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
+      truncate_locked(*in, 0);
       in->mtime_ns = in->ctime_ns = clock_->now_ns();
     }
   }
@@ -67,7 +67,7 @@ Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
   if (in->evicted) return writable ? Status::Stale("evicted") : Status::NotFound("evicted");
   in->touch(clock_->now_ns());
   if ((flags & O_TRUNC) && writable && in->size > 0) {
-    KVFS_RETURN_IF_ERROR(truncate_locked(*in, 0));
+    truncate_locked(*in, 0);
     in->mtime_ns = in->ctime_ns = clock_->now_ns();
   }
   const bool keep_cache = !writable && in->open_writers == 0 && in->kernel_cache_ok;
@@ -250,43 +250,22 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
     Status ws;
     {
       std::shared_lock rl(reclaim_mu_);
-      std::lock_guard g(in->mu);
-      if (f->sealed) {
-        // Written again after a close() (a dup'ed descriptor, mmap): open.
-        f->sealed = false;
-        ++in->active_writers;
-      }
-      if (idx >= in->blocks.size()) in->blocks.resize(idx + 1);
-      BlockSlot& s = in->blocks[idx];
-      const uint32_t new_len = std::max(s.len, bo + n);
-      if (s.buf && !s.lent && s.buf.use_count() == 1 && s.buf->capacity() >= align_up(new_len)) {
-        if (bo > s.len) std::memset(s.buf->data() + s.len, 0, bo - s.len);
-        std::memcpy(s.buf->data() + bo, data + pos, n);
-      } else {
-        BufRef nb = BufferPool::allocate(new_len);
-        const bool keep_old = s.len > 0 && !(bo == 0 && n >= s.len);
-        uint32_t have = 0;
-        if (keep_old) {
-          ConstBufRef src = s.buf;
-          if (!src && s.ext.valid()) {
-            src = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
-            if (!src) ws = data_->read_block(in->ino, idx, s.ext, &src);
-          }
-          if (ws.ok() && src) {
-            std::memcpy(nb->data(), src->data(), s.len);
-            have = s.len;
-          }
-        }
-        if (ws.ok()) {
-          if (bo > have) std::memset(nb->data() + have, 0, bo - have);
-          std::memcpy(nb->data() + bo, data + pos, n);
-          used = nb->capacity();
-          data_->set_dirty_locked(*in, s, std::move(nb));
-        }
-      }
+      std::unique_lock<std::mutex> g;
+      ConstBufRef old;
+      ws = lock_with_kept(
+          *in, &g,
+          [&](const Inode& i, uint32_t* at) {
+            *at = idx;
+            return FileData::kept_by_write_locked(i, idx, bo, n);
+          },
+          &old);
       if (ws.ok()) {
-        s.len = new_len;
-        zero_tail(*s.buf, new_len);
+        if (f->sealed) {
+          // Written again after a close() (a dup'ed descriptor, mmap): open.
+          f->sealed = false;
+          ++in->active_writers;
+        }
+        used = data_->write_locked(*in, idx, bo, data + pos, n, old);
         in->size = std::max<uint64_t>(in->size, cur + n);
         in->mtime_ns = in->ctime_ns = clock_->now_ns();
         ++in->version;
@@ -308,43 +287,36 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
   return size;
 }
 
-Status BlockStore::truncate_locked(Inode& in, uint64_t size) {
-  if (size == in.size) return Status::OK();
-  if (size < in.size) {
-    const size_t nblocks = static_cast<size_t>((size + kBlockSize - 1) / kBlockSize);
-    data_->cut_locked(in, nblocks);
-    // Blocks past the slots are holes (a file grown by truncate): nothing
-    // to cut there.
-    if (nblocks > 0 && nblocks <= in.blocks.size()) {
-      BlockSlot& s = in.blocks[nblocks - 1];
-      const uint32_t keep = static_cast<uint32_t>(size - (nblocks - 1) * kBlockSize);
-      if (s.len > keep) {
-        if (s.buf && !s.lent && s.buf.use_count() == 1) {
-          std::memset(s.buf->data() + keep, 0, s.len - keep);
-        } else {
-          // A shorter copy of a written block: its extent's hash covers the
-          // old length, so the block becomes dirty again.
-          ConstBufRef src = s.buf;
-          if (!src) {
-            src = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
-            if (!src)
-              KVFS_RETURN_IF_ERROR(data_->read_block(in.ino, uint32_t(nblocks - 1), s.ext, &src));
-          }
-          BufRef nb = BufferPool::allocate(keep);
-          std::memcpy(nb->data(), src->data(), keep);
-          ram_->charge_dirty(nb->capacity());
-          data_->set_dirty_locked(in, s, std::move(nb));
-        }
-        s.len = keep;
-        zero_tail(*s.buf, keep);
-      }
-    }
-    ++in.trunc_gen;
-  }
-  in.size = size;
+void BlockStore::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old) {
+  if (size == in.size) return;
+  data_->truncate_locked(in, size, old);
   ++in.version;
   in.kernel_cache_ok = false;
-  return Status::OK();
+}
+
+Status BlockStore::lock_with_kept(Inode& in, std::unique_lock<std::mutex>* g, const KeptFn& kept,
+                                  ConstBufRef* old) {
+  Extent have;
+  for (;;) {
+    *g = std::unique_lock(in.mu);
+    uint32_t idx = 0;
+    const Extent e = kept(in, &idx);
+    if (!e.valid()) {
+      old->reset();
+      return Status::OK();
+    }
+    if (*old && have == e) return Status::OK();
+    have = e;
+    *old = ram_->lookup(ExtentKey{e.seg, e.off});
+    if (*old) return Status::OK();
+    g->unlock();
+    // A flush or another truncate may move the block meanwhile: the loop
+    // checks the extent again, and a moved one is read again.
+    if (Status st = data_->read_block(in.ino, idx, e, old); !st.ok()) {
+      old->reset();
+      return st;
+    }
+  }
 }
 
 Status BlockStore::fsync(uint64_t ino) {

@@ -354,7 +354,9 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
   Status cs;
   std::vector<RecordEntry> tombs;
   {
-    std::shared_lock ns(p_.ns->mu());
+    // Ordered against the journal's commits (a rename, an unlink) without
+    // holding the lock lookups take (namespace.h).
+    std::shared_lock cl(p_.ns->commit_mu());
     IndexBatch ib;
     tombs.reserve(batch.size());
     for (auto& c : batch) {
@@ -370,7 +372,7 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         tombs.push_back(std::move(t));
         continue;
       }
-      std::lock_guard g(c.in->mu);  // requeue is the inode's; mu_ is only shared here
+      std::lock_guard g(c.in->mu);  // requeue is the inode's; the commit lock is only shared
       if (c.snap.parent != c.in->parent || c.snap.name != c.in->name) {
         // Renamed since the capture (and journaled): keep the current name
         // in the index, and write a fresh snapshot so the segments agree.

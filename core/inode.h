@@ -8,10 +8,10 @@
 // buffer is set). Clean copies of extents live in the RamTier, keyed by
 // extent, so dropping them never touches the inode.
 //
-// Locking: fields under "Namespace::mu_" are written only with that mutex held
-// exclusively and read with it held at least shared. Fields under "mu" need
-// the inode's own mutex. Lock order: Namespace::mu_, then Inode::mu; never two
-// inode mutexes at once.
+// Locking: the tree's fields (below) are written only with Namespace's two
+// locks held exclusively and read with either held at least shared. Fields
+// under "mu" need the inode's own mutex. Lock order: Namespace's locks, then
+// Inode::mu; never two inode mutexes at once.
 #pragma once
 
 #include <sys/stat.h>
@@ -57,14 +57,16 @@ class Inode {
   explicit Inode(uint64_t i) : ino(i) {}
   const uint64_t ino;
 
-  // --- guarded by Namespace::mu_ ---
+  // --- the tree: written with Namespace::commit_mu_ and Namespace::mu_ both
+  // held exclusively, read under either (namespace.h) ---
   uint64_t parent = 0;
   std::string name;
   uint64_t dir_cookie = 0;
-  std::atomic<bool> linked{true};  // false once unlinked (nlink 0); written under Namespace::mu_
+  std::atomic<bool> linked{true};  // false once unlinked (nlink 0)
   std::unique_ptr<DirData> dir;    // directories only
   // Last snapshot in the index; null if the index does not know this inode.
-  // Written under Namespace::mu_ exclusive, or shared plus mu.
+  // Written under Namespace::commit_mu_ exclusive (the journal), or shared
+  // plus mu (a flush commit); read under commit_mu_ plus mu.
   std::unique_ptr<InodeSnapshot> committed;
 
   std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)

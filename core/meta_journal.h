@@ -5,8 +5,8 @@
 // entries to the segment log and then drop the P keys (index.h). Until the
 // flushers exist (at mount) the entries wait here.
 //
-// Thread-safe as the namespace uses it: journal() runs with Namespace::mu_
-// held exclusively, so calls are serialised; use_index() and attach() run on
+// Thread-safe as the namespace uses it: journal() runs with
+// Namespace::commit_mu_ held exclusively, so calls are serialised; use_index() and attach() run on
 // the mount's thread before anything is served.
 #pragma once
 

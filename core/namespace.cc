@@ -82,7 +82,7 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
                                    bool excl, bool* created) {
   KVFS_RETURN_IF_ERROR(check_name(name));
   *created = false;
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   auto d = dir_locked(parent);
   if (!d.ok()) return d.status();
   Inode* dir = *d;
@@ -117,6 +117,7 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
   if (in->is_dir()) in->dir = std::make_unique<DirData>();
   if (!in->is_reg())
     KVFS_RETURN_IF_ERROR(journal_->journal({{in.get(), parent, name}}, {}, next_ino_.load()));
+  std::unique_lock l(mu_);
   link_locked(dir, in, std::move(key));
   table_[in->ino] = in;
   {
@@ -129,7 +130,7 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
 
 Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool want_dir) {
   if (name.size() > kNameMax) return Status::NameTooLong();
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   auto d = dir_locked(parent);
   if (!d.ok()) return d.status();
   Inode* dir = *d;
@@ -144,6 +145,7 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   }
   if (victim->committed)
     KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}, next_ino_.load()));
+  std::unique_lock l(mu_);
   unlink_locked(dir, victim);
   victim->linked = false;
   const int64_t t = clock_->now_ns();
@@ -164,7 +166,7 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   if (flags & ~kRenameNoReplace) return Status::Invalid("unsupported rename flags");
   if (name.size() > kNameMax) return Status::NameTooLong();
   KVFS_RETURN_IF_ERROR(check_name(new_name));
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   auto sd = dir_locked(parent);
   if (!sd.ok()) return sd.status();
   auto nd = dir_locked(new_parent);
@@ -202,6 +204,7 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   if (!puts.empty() || !dels.empty())
     KVFS_RETURN_IF_ERROR(journal_->journal(puts, dels, next_ino_.load()));
 
+  std::unique_lock l(mu_);
   if (dst) {
     unlink_locked(dst_dir, dst);
     dst->linked = false;
@@ -226,13 +229,14 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
 }
 
 Status Namespace::drop(const InodeRef& in) {
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   if (!in->linked.load()) return Status::NotFound();
   auto d = dir_locked(in->parent);
   if (!d.ok()) return d.status();
   auto it = (*d)->dir->by_name.find(in->name);
   if (it == (*d)->dir->by_name.end() || it->second != in) return Status::NotFound();
   if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}, next_ino_.load()));
+  std::unique_lock l(mu_);
   unlink_locked(*d, in);
   in->linked = false;
   std::lock_guard g(in->mu);
@@ -242,7 +246,7 @@ Status Namespace::drop(const InodeRef& in) {
 
 Status Namespace::remove_many(const std::vector<InodeRef>& cands,
                               const std::function<bool(Inode&)>& ok, std::vector<Removed>* out) {
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   std::vector<InodeRef> chosen;
   std::vector<Inode*> dels;
   for (const InodeRef& in : cands) {
@@ -266,6 +270,7 @@ Status Namespace::remove_many(const std::vector<InodeRef>& cands,
     }
   }
   const int64_t t = clock_->now_ns();
+  std::unique_lock l(mu_);
   for (InodeRef& in : chosen) {
     auto p = table_.find(in->parent);
     if (p == table_.end()) continue;
@@ -282,12 +287,13 @@ Status Namespace::remove_many(const std::vector<InodeRef>& cands,
 }
 
 Result<uint64_t> Namespace::remove_empty_dir(const InodeRef& dir) {
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   if (!dir->linked.load() || !dir->dir || dir->ino == kRootIno || !dir->dir->by_name.empty())
     return Status::Busy();
   auto p = table_.find(dir->parent);
   if (p == table_.end()) return Status::NotFound();
   if (dir->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {dir.get()}, next_ino_.load()));
+  std::unique_lock l(mu_);
   unlink_locked(p->second.get(), dir);
   dir->linked = false;
   {
@@ -325,6 +331,7 @@ bool Namespace::unused_locked(Inode& in) {
 }
 
 InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
+  std::unique_lock c(commit_mu_);
   std::unique_lock l(mu_);
   auto it = table_.find(ino);
   if (it == table_.end()) return nullptr;
@@ -339,6 +346,7 @@ InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
 }
 
 void Namespace::reap_if_unused(const InodeRef& in) {
+  std::unique_lock c(commit_mu_);
   std::unique_lock l(mu_);
   if (unused_locked(*in)) table_.erase(in->ino);
 }

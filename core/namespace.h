@@ -7,12 +7,19 @@
 // Directories, symlinks and special files (FIFOs, sockets, device nodes) are
 // committed to the index when created; regular files when a flusher has
 // written their data. Changes to inodes the index already knows (rename,
-// unlink, rmdir) go through the Journal, with mu_ held exclusively, before
-// they are applied in memory: if the index write fails, nothing changes and
-// the caller gets the error.
+// unlink, rmdir) go through the Journal before they are applied in memory:
+// if the index write fails, nothing changes and the caller gets the error.
 //
-// Thread-safe. mu_ is a shared_mutex: lookups and readdir take it shared,
-// changes exclusively. Lock order: mu_ -> Inode::mu.
+// Thread-safe. Two locks, so that a lookup never waits for RocksDB:
+// - commit_mu_ orders changes and their index commits. Every change of the
+//   tree takes it exclusively for its whole length (check, journal, apply);
+//   a flusher takes it shared around its commit (flusher.cc), so a flush
+//   commit and a rename are ordered.
+// - mu_ guards the table and the tree for readers (lookup, readdir, get,
+//   path). A change takes it exclusively only to apply what it committed.
+// The tree (table_, names, parents, directories' entries) is written with
+// both held, so it may be read under either. Lock order: commit_mu_ -> mu_
+// -> Inode::mu.
 #pragma once
 
 #include <functional>
@@ -38,8 +45,9 @@ class Journal {
     uint64_t parent;
     std::string_view name;
   };
-  // Called with Namespace::mu_ held exclusively, before the change is
-  // applied; next_ino: the next inode number the namespace hands out.
+  // Called with Namespace::commit_mu_ held exclusively (mu_ is not held:
+  // lookups go on meanwhile), before the change is applied; next_ino: the
+  // next inode number the namespace hands out.
   virtual Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes,
                          uint64_t next_ino) = 0;
 };
@@ -59,7 +67,11 @@ class Namespace {
  public:
   Namespace(Journal* journal, const Clock* clock);
 
+  // Shared: the tree does not change (lookups, readers of names).
   std::shared_mutex& mu() const { return mu_; }
+  // Shared: no change of the tree and no journal commit runs, and
+  // Inode::committed changes only under it plus the inode's mu (flushers).
+  std::shared_mutex& commit_mu() const { return commit_mu_; }
 
   // Startup only, before the namespace is shared: make_loaded() builds the
   // inode of each snapshot the index holds (any thread, no lock: the costly
@@ -101,7 +113,7 @@ class Namespace {
   Status drop(const InodeRef& in);
 
   // Removes many inodes in one index batch (the evictor). ok() is called with
-  // mu_ held exclusively and the inode's mu held, and decides for each.
+  // commit_mu_ held exclusively and the inode's mu held, and decides for each.
   struct Removed {
     InodeRef in;
     uint64_t parent;
@@ -154,8 +166,9 @@ class Namespace {
 
   Journal* const journal_;
   const Clock* const clock_;
+  mutable std::shared_mutex commit_mu_;
   mutable std::shared_mutex mu_;
-  std::unordered_map<uint64_t, InodeRef> table_;  // guarded by mu_
+  std::unordered_map<uint64_t, InodeRef> table_;  // written under commit_mu_ and mu_
   std::atomic<uint64_t> next_ino_{kRootIno + 1};
 };
 

@@ -11,6 +11,7 @@
 namespace kvfs {
 
 void Namespace::load_reserve(size_t inodes) {
+  std::unique_lock c(commit_mu_);
   std::unique_lock l(mu_);
   table_.reserve(inodes);
 }
@@ -46,12 +47,14 @@ InodeRef Namespace::make_loaded(InodeSnapshot&& s) {
 }
 
 void Namespace::load_add(InodeRef in) {
+  std::unique_lock c(commit_mu_);
   std::unique_lock l(mu_);
   if (in->ino >= next_ino_) next_ino_ = in->ino + 1;
   table_[in->ino] = std::move(in);
 }
 
 void Namespace::load_clear() {
+  std::unique_lock c(commit_mu_);
   std::unique_lock l(mu_);
   table_.clear();
   next_ino_ = kRootIno + 1;
@@ -73,6 +76,7 @@ void Namespace::drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans) {
 }
 
 void Namespace::load_finish(bool check_cycles, std::vector<uint64_t>* orphans) {
+  std::unique_lock c(commit_mu_);
   std::unique_lock l(mu_);
   auto root = table_.find(kRootIno);
   // A root that is not a directory stays: ensure_root() reports it.
@@ -144,7 +148,7 @@ void Namespace::for_each(const std::function<void(Inode&)>& fn) const {
 }
 
 Status Namespace::ensure_root(uint32_t uid, uint32_t gid) {
-  std::unique_lock l(mu_);
+  std::unique_lock c(commit_mu_);
   auto it = table_.find(kRootIno);
   if (it != table_.end()) {
     if (!it->second->is_dir()) return Status::Corruption("root inode is not a directory");
@@ -158,6 +162,7 @@ Status Namespace::ensure_root(uint32_t uid, uint32_t gid) {
   root->atime_ns = root->mtime_ns = root->ctime_ns = clock_->now_ns();
   root->dir = std::make_unique<DirData>();
   KVFS_RETURN_IF_ERROR(journal_->journal({{root.get(), kRootIno, ""}}, {}, next_ino_.load()));
+  std::unique_lock l(mu_);
   table_[kRootIno] = std::move(root);
   return Status::OK();
 }

@@ -1,0 +1,223 @@
+// FileData: a file's block slots and their accounting against a real RAM
+// tier and a real segment store on a temporary backing dir: what a write, a
+// flush, a truncate and a free charge and release, which extent a partial
+// write or a truncate must keep (read by the caller with no lock held), the
+// checksummed cold read, and the one "ready to flush" rule.
+#include "core/file_data.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "core/ram_tier.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FileDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char t[] = "/tmp/kvfs-filedata-XXXXXX";
+    root_ = ::mkdtemp(t);
+    cfg_.backing_dir = root_;
+    cfg_.segment_size = 8 << 20;
+    auto s = SegmentStore::Open(cfg_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    segs_ = std::move(*s);
+    data_ = std::make_unique<FileData>(&ram_, segs_.get());
+  }
+  void TearDown() override {
+    data_.reset();
+    segs_.reset();
+    fs::remove_all(root_);
+  }
+
+  // Writes n bytes of c at off through FileData, reserving as BlockStore does.
+  void write(Inode& in, uint64_t off, uint32_t n, char c, const ConstBufRef& old = nullptr) {
+    const std::string bytes(n, c);
+    const uint32_t idx = uint32_t(off / kBlockSize), bo = uint32_t(off % kBlockSize);
+    ASSERT_TRUE(ram_.reserve_dirty(kBlockSize).ok());
+    std::lock_guard g(in.mu);
+    const uint64_t used = data_->write_locked(in, idx, bo, bytes.data(), n, old);
+    ram_.release_dirty(kBlockSize - used);
+    in.size = std::max<uint64_t>(in.size, off + n);
+    ++in.version;
+  }
+  // Flushes every dirty slot into one segment record, as the flusher does.
+  void flush(Inode& in) {
+    auto w = segs_->new_writer();
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    std::lock_guard g(in.mu);
+    std::vector<SegmentWriter::Block> bs;
+    std::vector<std::pair<uint32_t, BufRef>> dirty;
+    RecordEntry e;
+    e.snap = FileData::snapshot_locked(in, kRootIno, "f");
+    e.snap.seq = ++seq_;
+    for (uint32_t i = 0; i < in.blocks.size(); ++i) {
+      if (!in.blocks[i].buf) continue;
+      bs.push_back({in.blocks[i].buf, in.blocks[i].len});
+      dirty.emplace_back(i, in.blocks[i].buf);
+      e.snap.extents.push_back({i,
+                                {(*w)->id(), 0, in.blocks[i].len,
+                                 hash_bytes(in.blocks[i].buf->data(), in.blocks[i].len)}});
+    }
+    std::vector<RecordEntry> es{e};
+    std::vector<Extent> exts;
+    ASSERT_TRUE((*w)->append(RecordType::kFile, es, bs,
+                             [&](const std::vector<uint64_t>& o) {
+                               for (size_t i = 0; i < o.size(); ++i)
+                                 es[0].snap.extents[i].ext.off = o[i];
+                             })
+                    .ok());
+    ASSERT_TRUE((*w)->sync().ok());
+    for (size_t i = 0; i < dirty.size(); ++i)
+      data_->flushed_locked(in, dirty[i].first, es[0].snap.extents[i].ext, dirty[i].second);
+    in.durable_version = in.version;
+  }
+  std::string bytes_of(const ConstBufRef& b, uint32_t off, uint32_t n) {
+    return std::string(b->data() + off, n);
+  }
+
+  std::string root_;
+  StoreConfig cfg_;
+  std::unique_ptr<SegmentStore> segs_;
+  RamTier ram_{64 << 20};
+  std::unique_ptr<FileData> data_;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(FileDataTest, AWriteIsChargedAndAFlushMovesItToTheCleanCache) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  write(in, 0, 100000, 'a');
+  EXPECT_GT(ram_.dirty_bytes(), 0u);
+  EXPECT_EQ(in.dirty_charge, ram_.dirty_bytes());
+  // A second write into the same private buffer changes it in place.
+  write(in, 50000, 10, 'b');
+  EXPECT_EQ(in.dirty_charge, ram_.dirty_bytes());
+  EXPECT_EQ(in.blocks[0].len, 100000u);
+  flush(in);
+  EXPECT_EQ(ram_.dirty_bytes(), 0u);
+  EXPECT_EQ(in.dirty_charge, 0u);
+  ASSERT_TRUE(in.blocks[0].ext.valid());
+  EXPECT_FALSE(in.blocks[0].buf);
+  EXPECT_EQ(segs_->live_bytes(), align_up(100000));  // whole pages in the segment
+  ConstBufRef c = ram_.lookup(ExtentKey{in.blocks[0].ext.seg, in.blocks[0].ext.off});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(bytes_of(c, 49999, 12), "a" + std::string(10, 'b') + "a");
+  std::lock_guard g(in.mu);
+  data_->free_locked(in);
+  EXPECT_EQ(segs_->live_bytes(), 0u);
+  EXPECT_TRUE(in.blocks.empty());
+  EXPECT_TRUE(in.evicted);
+}
+
+TEST_F(FileDataTest, APartialWriteOfAColdBlockNamesTheExtentToKeep) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  write(in, 0, 8192, 'a');
+  flush(in);
+  const Extent ext = in.blocks[0].ext;
+  {
+    std::lock_guard g(in.mu);
+    // A whole-block overwrite keeps nothing; a partial one keeps the extent.
+    EXPECT_FALSE(FileData::kept_by_write_locked(in, 0, 0, 8192).valid());
+    EXPECT_TRUE(FileData::kept_by_write_locked(in, 0, 100, 10) == ext);
+    EXPECT_FALSE(FileData::kept_by_write_locked(in, 5, 100, 10).valid());  // a hole
+  }
+  ram_.erase(ExtentKey{ext.seg, ext.off});
+  ConstBufRef old;
+  ASSERT_TRUE(data_->read_block(in.ino, 0, ext, &old).ok());
+  EXPECT_EQ(data_->backing_reads(), 1u);
+  EXPECT_TRUE(ram_.contains(ExtentKey{ext.seg, ext.off}));  // cached for the next reader
+  write(in, 100, 10, 'z', old);
+  std::lock_guard g(in.mu);
+  ASSERT_TRUE(in.blocks[0].buf);
+  EXPECT_EQ(in.blocks[0].len, 8192u);
+  EXPECT_EQ(bytes_of(in.blocks[0].buf, 98, 14), "aa" + std::string(10, 'z') + "aa");
+  // Once dirty, the slot's own buffer is the old bytes: nothing to read.
+  EXPECT_FALSE(FileData::kept_by_write_locked(in, 0, 0, 10).valid());
+}
+
+TEST_F(FileDataTest, ATruncateKeepsTheHeadOfItsLastBlockAndReleasesTheRest) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  for (uint64_t b = 0; b < 3; ++b) write(in, b * kBlockSize, kBlockSize, char('a' + b));
+  flush(in);
+  EXPECT_EQ(segs_->live_bytes(), 3 * kBlockSize);
+  const uint64_t size = kBlockSize + 4096 + 7;
+  uint32_t idx = 99;
+  Extent e;
+  {
+    std::lock_guard g(in.mu);
+    e = FileData::kept_by_truncate_locked(in, size, &idx);
+    EXPECT_FALSE(FileData::kept_by_truncate_locked(in, 2 * kBlockSize, &idx).valid());
+    EXPECT_FALSE(FileData::kept_by_truncate_locked(in, 4 * kBlockSize, &idx).valid());
+  }
+  ASSERT_TRUE(e.valid());
+  EXPECT_EQ(idx, 1u);
+  ConstBufRef old;
+  ASSERT_TRUE(data_->read_block(in.ino, idx, e, &old).ok());
+  std::lock_guard g(in.mu);
+  data_->truncate_locked(in, size, old);
+  EXPECT_EQ(in.size, size);
+  ASSERT_EQ(in.blocks.size(), 2u);
+  EXPECT_EQ(in.blocks[1].len, 4096u + 7);
+  ASSERT_TRUE(in.blocks[1].buf);  // dirty again: its extent's hash covers more
+  EXPECT_EQ(bytes_of(in.blocks[1].buf, 0, 4103), std::string(4103, 'b'));
+  EXPECT_EQ(in.blocks[1].buf->data()[4103], 0);  // the tail reads as zeros
+  EXPECT_EQ(in.dirty_charge, ram_.dirty_bytes());
+  EXPECT_EQ(segs_->live_bytes(), 2 * kBlockSize);  // block 2 is gone, 1 until flushed
+  data_->truncate_locked(in, 0, nullptr);
+  EXPECT_EQ(ram_.dirty_bytes(), 0u);
+  EXPECT_EQ(segs_->live_bytes(), 0u);
+}
+
+TEST_F(FileDataTest, ADamagedExtentIsCorruptionAndIsCounted) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  write(in, 0, 8192, 'a');
+  flush(in);
+  const Extent ext = in.blocks[0].ext;
+  ram_.erase(ExtentKey{ext.seg, ext.off});
+  const std::string path = segs_->list()[0].path;
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "y", 1, off_t(ext.off + 10)), 1);
+  ::close(fd);
+  ConstBufRef out;
+  EXPECT_EQ(data_->read_block(in.ino, 0, ext, &out).code(), Status::Code::kCorruption);
+  EXPECT_FALSE(out);
+  EXPECT_EQ(data_->checksum_errors(), 1u);
+  EXPECT_FALSE(ram_.contains(ExtentKey{ext.seg, ext.off}));
+}
+
+TEST_F(FileDataTest, ReadyToFlushMeansDirtyLinkedAndComplete) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  in.version = 1;
+  std::lock_guard g(in.mu);
+  in.active_writers = 1;
+  EXPECT_FALSE(FileData::ready_to_flush_locked(in));  // still being written
+  in.fsync_waiters = 1;
+  EXPECT_TRUE(FileData::ready_to_flush_locked(in));  // unless an fsync asks
+  in.fsync_waiters = 0;
+  in.active_writers = 0;
+  EXPECT_TRUE(FileData::ready_to_flush_locked(in));
+  in.linked = false;
+  EXPECT_FALSE(FileData::ready_to_flush_locked(in));
+  in.linked = true;
+  in.durable_version = in.version;
+  EXPECT_FALSE(FileData::ready_to_flush_locked(in));  // nothing new
+}
+
+}  // namespace
+}  // namespace kvfs
