@@ -1,4 +1,7 @@
-// BlockStore's data path: open, read, write, truncate, fsync, release.
+// BlockStore's file operations: create, open, read, write, truncate, fsync,
+// release. Each checks the request, takes the inode's lock and leaves the
+// block slots to FileData (file_data.h), the queueing to the Flusher and
+// cold bytes to FileData::read_block, which runs with no inode lock held.
 #include <fcntl.h>
 
 #include <algorithm>
