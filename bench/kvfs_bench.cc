@@ -6,6 +6,7 @@
 // deterministic content of bench/pattern.h.
 //
 //   kvfs-bench read36 DIR --file NAME [--size B] [--iters N] [--count K] [--warmup W]
+//                    [--request B]
 //       vLLM load: per sample open(O_RDONLY|O_DIRECT) + ONE read() of the whole
 //       file + close, into one reused, pre-touched, aligned buffer. With
 //       --count K the files are NAME.0 .. NAME.K-1, each read once per
@@ -69,6 +70,11 @@ int cmd_read36(const std::string& dir, Args& a) {
   const uint64_t iters = std::max<uint64_t>(1, a.num("iters", 10));
   const uint64_t count = a.num("count", 1);
   const uint64_t warmup = a.num("warmup", 2);
+  // 0: the whole file in one read (the kernel splits it and overlaps the
+  // parts); B: reads of B bytes one after another, as a loader that issues
+  // one request at a time (the case read-ahead is for).
+  const uint64_t request = a.num("request", 0);
+  if (request % kPage) die("--request must be a multiple of %zu", size_t(kPage));
   a.check_all_used();
   const auto files = file_list(dir, name, count);
 
@@ -83,7 +89,17 @@ int cmd_read36(const std::string& dir, Args& a) {
     const double t0 = now_s();
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
     if (fd < 0) die("open %s: %s", path.c_str(), strerror(errno));
-    const ssize_t r = ::read(fd, buf.p, size);
+    ssize_t r = 0;
+    if (request == 0) {
+      r = ::read(fd, buf.p, size);
+    } else {
+      while (static_cast<uint64_t>(r) < size) {
+        const ssize_t n = ::read(fd, buf.p + r, std::min<uint64_t>(request, size - r));
+        if (n < 0) r = -1;
+        if (n <= 0) break;
+        r += n;
+      }
+    }
     const int e = errno;
     ::close(fd);
     const double t = now_s() - t0;
@@ -108,12 +124,14 @@ int cmd_read36(const std::string& dir, Args& a) {
       ms.push_back(t * 1e3);
     }
   std::printf(
-      "{\"cmd\":\"read36\",\"dir\":%s,\"file\":%s,\"files\":%zu,\"size\":%llu,\"samples\":%zu,"
+      "{\"cmd\":\"read36\",\"dir\":%s,\"file\":%s,\"files\":%zu,\"size\":%llu,\"request\":%llu,"
+      "\"samples\":%zu,"
       "\"median_gbps\":%.3f,\"best_gbps\":%.3f,\"worst_gbps\":%.3f,\"median_ms\":%.3f,"
       "\"verified_bytes\":%llu,\"gbps_all\":%s}\n",
       json_str(dir).c_str(), json_str(name).c_str(), files.size(), (unsigned long long)size,
-      rates.size(), median(rates), percentile(rates, 100), percentile(rates, 0), median(ms),
-      (unsigned long long)verified_bytes, json_list(rates).c_str());
+      (unsigned long long)request, rates.size(), median(rates), percentile(rates, 100),
+      percentile(rates, 0), median(ms), (unsigned long long)verified_bytes,
+      json_list(rates).c_str());
   return 0;
 }
 
@@ -373,6 +391,7 @@ int usage() {
   std::fputs(
       "usage: kvfs-bench SUBCOMMAND DIR [--option VALUE ...]\n"
       "  read36 DIR --file NAME [--size 37748736] [--iters 10] [--count 1] [--warmup 2]\n"
+      "         [--request B (reads of B bytes one at a time; default one read)]\n"
       "  write  DIR --file NAME [--size 37748736] [--count 1] [--direct 1] [--sync]\n"
       "  store  DIR [--count 16] [--size 37748736] [--threads 16] [--reps 3] [--warmup 1] "
       "[--keep]\n"

@@ -7,7 +7,8 @@
 #      dir, next to what the preset's figures predict, and the round trips
 #      per stored 36 MiB file that nfsemu counted;
 #   3. kvfs with its backing dir on that emulated dir: round trips and
-#      backing files per stored file once flushed, and cold reads from it.
+#      backing files per stored file once flushed, and cold reads from it
+#      (one read per file, and 1 MiB at a time with and without read-ahead).
 # Prints Markdown, writes OUT/emu.{jsonl,md} (OUT/emu-PRESET.* for EMU other
 # than lan-nfs).
 #
@@ -87,6 +88,9 @@ R[m.store]=$(bench "$PRESET" store "$MODEL" --count 16 --size $SIZE --threads 4 
 s1=$(emu_stats "$MODEL")
 R[m.write]=$(bench "$PRESET" write "$MODEL" --file r/m36 --size $SIZE --count 4 --direct 1)
 R[m.read]=$(bench "$PRESET" read36 "$MODEL" --file r/m36 --size $SIZE --count 4 --iters 2 --warmup 1)
+# A loader that reads 1 MiB at a time (one request in flight).
+R[m.serial]=$(bench "$PRESET" read36 "$MODEL" --file r/m36 --size $SIZE --count 4 --iters 1 --warmup 0 \
+  --request 1048576)
 R[m.meta1]=$(bench "$PRESET" meta "$MODEL" --count 300 --threads 1)
 R[m.meta16]=$(bench "$PRESET" meta "$MODEL" --count 2000 --threads 16)
 plain_rtt=$(delta "$s0" "$s1" round_trips 16)
@@ -106,6 +110,14 @@ umount_kvfs
 mount_kvfs 2G capacity=20G
 R[k.cold]=$(bench kvfs read36 "$KMNT" --file c/cold36 --size $SIZE --count 8 --iters 1 --warmup 0)
 umount_kvfs
+# The same files read 1 MiB at a time, cold again (remounted), with kvfs's
+# read-ahead and without it.
+for pf in on off; do
+  mount_kvfs 2G capacity=20G$([[ $pf == off ]] && echo ,prefetch=0)
+  R[k.serial_$pf]=$(bench "kvfs-prefetch-$pf" read36 "$KMNT" --file c/cold36 --size $SIZE --count 8 \
+    --iters 1 --warmup 0 --request 1048576)
+  umount_kvfs
+done
 elapsed=$((SECONDS - start))
 
 # --------------------------------------------------------------- report
@@ -163,6 +175,7 @@ row() { printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$(ratio "$3" "$2")"; }
   echo "| files created on the server | $plain_create | $kvfs_create |"
   echo "| store GB/s (kvfs: into its RAM tier) | $(jget "${R[m.store]}" gbps) | $(jget "${R[k.store]}" gbps) |"
   echo "| cold read36 after a remount, median GB/s (8 files) | $(jget "${R[m.read]}" median_gbps) (plain, read36 above) | $(jget "${R[k.cold]}" median_gbps) |"
+  echo "| the same, read 1 MiB at a time (one request in flight), median GB/s | $(jget "${R[m.serial]}" median_gbps) (plain, 4 files) | $(jget "${R[k.serial_on]}" median_gbps) (prefetch=0: $(jget "${R[k.serial_off]}" median_gbps)) |"
   echo
   echo "Raw JSON lines: ${RAW#"$here"/}"
 } | tee "$OUT/$TAG.md"

@@ -74,6 +74,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   s->evictor_ = std::make_unique<Evictor>(Evictor::Parts{
       &s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->index_.get(),
       s->io_.get(), s->budget_.get(), s->data_.get(), s->flusher_.get(), &s->reclaim_mu_});
+  s->prefetch_ = std::make_unique<Prefetcher>(
+      Prefetcher::Parts{s->data_.get(), s->ram_.get(), &s->reclaim_mu_}, cfg.prefetch_bytes);
+  s->prefetch_->start(cfg.prefetch_threads);
   s->journal_->attach(s->flusher_.get());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });
@@ -99,6 +102,7 @@ Status BlockStore::Close() {
   stop_prefault_ = true;
   if (prefault_.joinable()) prefault_.join();
   Status st;
+  if (prefetch_) prefetch_->stop();
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
   if (!st.ok()) {
@@ -169,13 +173,21 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
     return r.status();
   }
   InodeRef& in = *r;
-  std::shared_lock ns(ns_->mu());
-  std::lock_guard g(in->mu);
-  Attr a = attr_locked(*in);
-  fix_nlink(in, &a);
-  in->nlookup.fetch_add(1);
-  in->touch(clock_->now_ns());
-  if (S_ISREG(a.mode)) file_lookups_.fetch_add(1, std::memory_order_relaxed);
+  Attr a;
+  {
+    std::shared_lock ns(ns_->mu());
+    std::lock_guard g(in->mu);
+    a = attr_locked(*in);
+    fix_nlink(in, &a);
+    in->nlookup.fetch_add(1);
+    in->touch(clock_->now_ns());
+  }
+  if (S_ISREG(a.mode)) {
+    file_lookups_.fetch_add(1, std::memory_order_relaxed);
+    // A hit is loaded right after it is looked up (vLLM, llm-d): start
+    // reading what is only in the backing dir.
+    if (a.size > 0) prefetch_->want(in);
+  }
   return a;
 }
 
@@ -208,12 +220,12 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   InodeRef& in = *rn;
   if (r.set_size && r.size > cfg_.max_file_size) return Status::FileTooBig();
   // No namespace lock: a truncate may read the block it shortens from the
-  // backing dir (lock_with_kept), and only a directory's link count needs
+  // backing dir (FileData::lock_with_kept), and only a directory's link count needs
   // the tree, read after.
   std::shared_lock rl(reclaim_mu_);
   std::unique_lock<std::mutex> g;
   ConstBufRef old;
-  KVFS_RETURN_IF_ERROR(lock_with_kept(
+  KVFS_RETURN_IF_ERROR(data_->lock_with_kept(
       *in, &g,
       [&](const Inode& i, uint32_t* idx) {
         return r.set_size && i.is_reg() ? FileData::kept_by_truncate_locked(i, r.size, idx)

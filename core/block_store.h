@@ -48,9 +48,11 @@
 //      Namespace::mu_)
 //   -> Inode::mu (one at a time)
 //   -> Flusher::q_mu_
+//   -> FileData::flight_mu_ (a cold read; never with an inode's mu held)
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
 //      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
-//      Evictor::listener_mu_ (the listener itself runs with no lock held).
+//      Prefetcher::mu_, Evictor::listener_mu_ (the listener itself runs with
+//      no lock held).
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -76,6 +78,7 @@
 #include "core/evictor.h"
 #include "core/inode.h"
 #include "core/namespace.h"
+#include "core/prefetcher.h"
 #include "core/ram_tier.h"
 #include "core/record.h"
 #include "core/recovery.h"
@@ -130,6 +133,8 @@ struct StoreStats {
   RamTierStats ram;
   uint64_t segments = 0, segment_bytes = 0;
   uint64_t backing_reads = 0, backing_read_bytes = 0;
+  uint64_t joined_reads = 0;  // cold reads that shared one read in flight
+  PrefetchStats prefetch;
   uint64_t flushed_files = 0, flushed_bytes = 0, flush_batches = 0;
   uint64_t checksum_errors = 0, io_errors = 0, enospc_errors = 0;
   uint64_t dropped_files = 0;
@@ -243,6 +248,7 @@ class BlockStore {
   Status set_evict_grace(double seconds);
   double evict_grace() const;
   Status set_io_timeout(double seconds);
+  Status set_prefetch(uint64_t bytes);
   double io_timeout() const;
   BackingIoStats backing_io_stats() const;
   uint64_t capacity() const;
@@ -258,19 +264,13 @@ class BlockStore {
   // Reads every inode of the index into the namespace (not yet linked).
   Status scan_index(IndexBatch* drop, uint64_t* max_seq);
   Result<InodeRef> node(uint64_t ino);
+  Result<OpenFile*> open_file(uint64_t ino, int flags);  // open() but the read-ahead
   Attr attr_locked(const Inode& in) const;
   // Registers a new handle in open_files_; returns it.
   OpenFile* track_handle(OpenFile* f);
   // Truncates to size; old: the kept bytes of the last block when
   // FileData::kept_by_truncate_locked names an extent.
   void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old = nullptr);
-  // Locks in.mu into g, with *old holding the bytes of the extent kept(in)
-  // names (null if none). A cold read of them runs with g released; the
-  // extent is checked again once g is taken back. The caller holds
-  // reclaim_mu_ shared, which keeps a chosen extent readable.
-  using KeptFn = std::function<Extent(const Inode&, uint32_t* idx)>;
-  Status lock_with_kept(Inode& in, std::unique_lock<std::mutex>* g, const KeptFn& kept,
-                        ConstBufRef* old);
   void drop_file(const InodeRef& in, const Status& why);
   void mark_dirty_locked(Inode& in);
   // Creates a data-less inode (symlink, FIFO, socket, device), journaled at
@@ -288,6 +288,7 @@ class BlockStore {
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<FileData> data_;
+  std::unique_ptr<Prefetcher> prefetch_;
   std::unique_ptr<SpaceBudget> budget_;
   std::unique_ptr<SeqCounter> seqs_;
   std::unique_ptr<MetaJournal> journal_;

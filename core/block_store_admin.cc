@@ -43,6 +43,8 @@ StoreStats BlockStore::stats() {
   st.segments = segs.size();
   for (auto& s : segs) st.segment_bytes += s.bytes;
   st.backing_reads = data_->backing_reads();
+  st.joined_reads = data_->joined_reads();
+  st.prefetch = prefetch_->stats();
   st.backing_read_bytes = data_->backing_read_bytes();
   st.flushed_files = flusher_->flushed_files();
   st.flushed_bytes = flusher_->flushed_bytes();
@@ -142,6 +144,7 @@ StoreConfig BlockStore::live_config() const {
   c.capacity = capacity();
   c.evict_grace_s = evict_grace();
   c.io_timeout_s = io_timeout();
+  c.prefetch_bytes = prefetch_->stats().budget_bytes;
   c.node_id = node_id();
   return c;
 }
@@ -183,6 +186,15 @@ Status BlockStore::set_io_timeout(double seconds) {
   KVFS_RETURN_IF_ERROR(c.validate());
   io_->set_timeout(seconds);
   spdlog::info("io_timeout set to {} s", seconds);
+  return Status::OK();
+}
+
+Status BlockStore::set_prefetch(uint64_t bytes) {
+  StoreConfig c = live_config();
+  c.prefetch_bytes = bytes;
+  KVFS_RETURN_IF_ERROR(c.validate());
+  prefetch_->set_budget(bytes);
+  spdlog::info("prefetch set to {}", format_size(bytes));
   return Status::OK();
 }
 

@@ -55,6 +55,14 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
 }
 
 Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
+  auto f = open_file(ino, flags);
+  // A reader whose kernel cache is not kept will read the file from here:
+  // start on what is only in the backing dir (no lock held now).
+  if (f.ok() && !(*f)->writable && !(*f)->keep_cache) prefetch_->want((*f)->in);
+  return f;
+}
+
+Result<OpenFile*> BlockStore::open_file(uint64_t ino, int flags) {
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef in = *r;
@@ -192,6 +200,13 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   uint64_t ram_hits = 0;
   for (Piece& p : pieces) ram_hits += p.ref != nullptr;
   if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
+  // A cold read: read the rest of the file ahead, on the prefetcher's
+  // threads, while this one reads what the client asked for.
+  uint32_t last_miss = 0;
+  bool any_miss = false;
+  for (Piece& p : pieces)
+    if (p.miss.valid()) last_miss = p.idx, any_miss = true;
+  if (any_miss) prefetch_->want(f->in, last_miss + 1);
   for (Piece& p : pieces) {
     if (!p.miss.valid()) continue;
     Status st = data_->read_block(in.ino, p.idx, p.miss, &p.ref);
@@ -255,7 +270,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
       std::shared_lock rl(reclaim_mu_);
       std::unique_lock<std::mutex> g;
       ConstBufRef old;
-      ws = lock_with_kept(
+      ws = data_->lock_with_kept(
           *in, &g,
           [&](const Inode& i, uint32_t* at) {
             *at = idx;
@@ -295,31 +310,6 @@ void BlockStore::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& ol
   data_->truncate_locked(in, size, old);
   ++in.version;
   in.kernel_cache_ok = false;
-}
-
-Status BlockStore::lock_with_kept(Inode& in, std::unique_lock<std::mutex>* g, const KeptFn& kept,
-                                  ConstBufRef* old) {
-  Extent have;
-  for (;;) {
-    *g = std::unique_lock(in.mu);
-    uint32_t idx = 0;
-    const Extent e = kept(in, &idx);
-    if (!e.valid()) {
-      old->reset();
-      return Status::OK();
-    }
-    if (*old && have == e) return Status::OK();
-    have = e;
-    *old = ram_->lookup(ExtentKey{e.seg, e.off});
-    if (*old) return Status::OK();
-    g->unlock();
-    // A flush or another truncate may move the block meanwhile: the loop
-    // checks the extent again, and a moved one is read again.
-    if (Status st = data_->read_block(in.ino, idx, e, old); !st.ok()) {
-      old->reset();
-      return st;
-    }
-  }
 }
 
 Status BlockStore::fsync(uint64_t ino) {

@@ -31,6 +31,11 @@ struct StoreConfig {
   // Counted in ram_size, never more than it. 0 turns it off.
   uint64_t ram_prefault = 1ull << 30;  // 1 GiB (or ram_size if smaller)
 
+  // Read-ahead into the RAM tier (prefetcher.h): bytes queued or in flight
+  // at most (0 turns it off), and the threads that keep them in flight.
+  uint64_t prefetch_bytes = 256ull << 20;  // 256 MiB
+  unsigned prefetch_threads = 8;
+
   // A segment file is closed and a new one started past this size.
   uint64_t segment_size = 256ull << 20;  // 256 MiB
 

@@ -65,16 +65,30 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
       bool done = false;
       {
         std::shared_lock rl(*p_.reclaim_mu);
-        std::lock_guard g(in->mu);
-        if (in->open_writers > 0 || !in->linked.load() || in->evicted) {
+        // A block not in RAM is read with the inode unlocked: a client's
+        // RAM hit on this file must not wait for the backing dir.
+        std::unique_lock<std::mutex> g;
+        ConstBufRef old;
+        Status rs = p_.data->lock_with_kept(
+            *in, &g,
+            [&](const Inode& i, uint32_t* at) {
+              *at = idx;
+              const bool mine = idx < i.blocks.size() && i.blocks[idx].ext.seg == seg &&
+                                !i.blocks[idx].buf && i.open_writers == 0 && i.linked.load() &&
+                                !i.evicted;
+              return mine ? i.blocks[idx].ext : Extent{};
+            },
+            &old);
+        if (!rs.ok()) {
+          blocked = true;  // this block stays; the others may still move
+        } else if (in->open_writers > 0 || !in->linked.load() || in->evicted) {
           blocked |= in->linked.load();
           done = true;
         } else if (idx >= in->blocks.size()) {
           done = true;
         } else if (BlockSlot& s = in->blocks[idx]; s.ext.seg == seg && !s.buf) {
-          ConstBufRef src = p_.ram->lookup(ExtentKey{s.ext.seg, s.ext.off});
-          Status rs = src ? Status::OK() : p_.data->read_block(in->ino, idx, s.ext, &src);
-          if (rs.ok()) {
+          const ConstBufRef& src = old;
+          if (src) {
             BufRef nb = BufferPool::allocate(s.len);
             std::memcpy(nb->data(), src->data(), align_up(s.len));
             used = nb->capacity();

@@ -183,7 +183,59 @@ void FileData::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old)
   in.size = size;
 }
 
-Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out) {
+Status FileData::lock_with_kept(Inode& in, std::unique_lock<std::mutex>* g, const KeptFn& kept,
+                                ConstBufRef* old) {
+  Extent have;
+  for (;;) {
+    *g = std::unique_lock(in.mu);
+    uint32_t idx = 0;
+    const Extent e = kept(in, &idx);
+    if (!e.valid()) {
+      old->reset();
+      return Status::OK();
+    }
+    if (*old && have == e) return Status::OK();
+    have = e;
+    *old = ram_->lookup(ExtentKey{e.seg, e.off});
+    if (*old) return Status::OK();
+    g->unlock();
+    // A flush or another truncate may move the block meanwhile: the loop
+    // checks the extent again, and a moved one is read again.
+    if (Status st = read_block(in.ino, idx, e, old); !st.ok()) {
+      old->reset();
+      return st;
+    }
+  }
+}
+
+Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out,
+                            bool prefetch) {
+  const ExtentKey key{ext.seg, ext.off};
+  std::shared_ptr<Flight> f;
+  {
+    std::unique_lock l(flight_mu_);
+    if (auto it = flights_.find(key); it != flights_.end()) {
+      if (prefetch) return Status::OK();  // being read already
+      f = it->second;
+      f->joined = true;
+      // The reader is bounded by the backing dir's deadline, so is this.
+      flight_cv_.wait(l, [&] { return f->done; });
+      joined_reads_.fetch_add(1, std::memory_order_relaxed);
+      if (f->st.ok()) *out = f->buf;
+      return f->st;
+    }
+    // Read and cached by another caller since ours missed: no second read
+    // (it inserts into RAM before it ends its flight, so one of the two is
+    // seen here).
+    if (prefetch) {
+      if (ram_->contains(key)) return Status::OK();
+    } else if (ConstBufRef hit = ram_->lookup(key)) {
+      *out = std::move(hit);
+      return Status::OK();
+    }
+    f = std::make_shared<Flight>();
+    flights_.emplace(key, f);
+  }
   BufRef b = BufferPool::allocate(align_up(ext.len));
   Status st = segs_->read_extent(ext, b);
   backing_reads_.fetch_add(1, std::memory_order_relaxed);
@@ -193,13 +245,26 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
     if (g_read_err_log.allow(&held))
       spdlog::error("read of inode {} block {} failed: {} ({} similar errors not shown)", ino, idx,
                     st.ToString(), held);
-    return st;
+    b.reset();
+  } else {
+    backing_read_bytes_.fetch_add(ext.len, std::memory_order_relaxed);
+    zero_tail(*b, ext.len);
+    ram_->insert(key, b, prefetch);
   }
-  backing_read_bytes_.fetch_add(ext.len, std::memory_order_relaxed);
-  zero_tail(*b, ext.len);
-  ram_->insert(ExtentKey{ext.seg, ext.off}, b);
-  *out = std::move(b);
-  return Status::OK();
+  bool joined;
+  {
+    std::lock_guard l(flight_mu_);
+    f->done = true;
+    f->st = st;
+    f->buf = b;
+    joined = f->joined;
+    flights_.erase(key);
+  }
+  flight_cv_.notify_all();
+  // A client took the bytes straight from this read: the prefetch was used.
+  if (prefetch && joined && st.ok()) ram_->claim_prefetched(key);
+  if (st.ok()) *out = std::move(b);
+  return st;
 }
 
 }  // namespace kvfs

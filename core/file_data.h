@@ -11,19 +11,24 @@
 // always agree with the slots.
 //
 // Thread-safe. The _locked methods require the inode's mu; read_block takes
-// no lock of its own (the RAM tier and the segment store lock themselves).
+// only flight_mu_ (then the RAM tier's shard mutexes), never across the read.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 #include "core/inode.h"
+#include "core/ram_tier.h"
 #include "core/status.h"
 
 namespace kvfs {
 
-class RamTier;
 class SegmentStore;
 
 // Keeps the bytes between len and the next 4 KiB boundary zero, so a block
@@ -63,6 +68,14 @@ class FileData {
   // named.
   static Extent kept_by_write_locked(const Inode& in, uint32_t idx, uint32_t bo, uint32_t n);
   static Extent kept_by_truncate_locked(const Inode& in, uint64_t size, uint32_t* idx);
+  // Locks in.mu into g, with *old holding the bytes of the extent kept(in)
+  // names (null if none). A cold read of them runs with g released; the
+  // extent is checked again once g is taken back, and read again if the
+  // block moved. The caller holds the reclaim lock shared, which keeps a
+  // chosen extent readable.
+  using KeptFn = std::function<Extent(const Inode&, uint32_t* idx)>;
+  Status lock_with_kept(Inode& in, std::unique_lock<std::mutex>* g, const KeptFn& kept,
+                        ConstBufRef* old);
   // Writes the bytes into slot idx (old: see above); returns the buffer
   // capacity now charged as dirty, which the caller reserved.
   uint64_t write_locked(Inode& in, uint32_t idx, uint32_t bo, const char* data, uint32_t n,
@@ -73,18 +86,37 @@ class FileData {
 
   // Reads one block's extent from the backing dir, checks its hash and
   // caches it in the RAM tier. Corruption (counted, logged) on a mismatch.
-  Status read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out);
+  // One read per extent at a time: a caller that finds the extent being
+  // read waits for that read (bounded by the backing dir's deadline) and
+  // shares its result. prefetch: the block enters the RAM tier marked as
+  // read ahead; a prefetch that finds a read in flight returns at once
+  // (OK, *out null).
+  Status read_block(uint64_t ino, uint32_t idx, const Extent& ext, ConstBufRef* out,
+                    bool prefetch = false);
 
   uint64_t backing_reads() const { return backing_reads_.load(); }
   uint64_t backing_read_bytes() const { return backing_read_bytes_.load(); }
   uint64_t checksum_errors() const { return checksum_errors_.load(); }
   uint64_t read_errors() const { return read_errors_.load(); }
+  // Reads that waited for another caller's read of the same extent.
+  uint64_t joined_reads() const { return joined_reads_.load(); }
 
  private:
   RamTier* const ram_;
   SegmentStore* const segs_;
   std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
-  std::atomic<uint64_t> checksum_errors_{0}, read_errors_{0};
+  std::atomic<uint64_t> checksum_errors_{0}, read_errors_{0}, joined_reads_{0};
+  // Extents being read now. Lock order: flight_mu_ -> RamTier's shard
+  // mutexes (nothing else is taken under it).
+  struct Flight {
+    bool done = false;
+    bool joined = false;  // a client waited for it
+    Status st;
+    ConstBufRef buf;
+  };
+  std::mutex flight_mu_;
+  std::condition_variable flight_cv_;
+  std::unordered_map<ExtentKey, std::shared_ptr<Flight>, ExtentKeyHash> flights_;  // flight_mu_
 };
 
 }  // namespace kvfs

@@ -29,6 +29,13 @@ const std::vector<StoreOption> kStoreOptions = {
     {{"ram_prefault", OptType::kSize, "1G", 0, kNoMax, false,
       "RAM tier memory faulted in at mount, in the background (0 = off; at most ram_size)"},
      [](StoreConfig& c) -> FieldRef { return &c.ram_prefault; }},
+    {{"prefetch", OptType::kSize, "256M", 0, kNoMax, true,
+      "read cold blocks of a looked-up or opened file into RAM ahead of the client: bytes in "
+      "flight at most (0 = off)"},
+     [](StoreConfig& c) -> FieldRef { return &c.prefetch_bytes; }},
+    {{"prefetch_threads", OptType::kCount, "8", 1, 64, false,
+      "reads ahead in flight at once (fills a high-latency link)"},
+     [](StoreConfig& c) -> FieldRef { return &c.prefetch_threads; }},
     {{"segment_size", OptType::kSize, "256M", 4 * kMiB, 64 * kGiB, false,
       "a segment file is closed past this size"},
      [](StoreConfig& c) -> FieldRef { return &c.segment_size; }},

@@ -8,7 +8,8 @@ struct RamTier::Entry {
   ExtentKey key;
   ConstBufRef buf;
   uint64_t charge = 0;
-  bool prot = false;  // in the protected list
+  bool prot = false;        // in the protected list
+  bool prefetched = false;  // read ahead, not yet asked for
 };
 
 struct RamTier::Shard {
@@ -18,9 +19,11 @@ struct RamTier::Shard {
   std::unordered_map<ExtentKey, std::list<Entry>::iterator, ExtentKeyHash> map;  // guarded by mu
   uint64_t protected_bytes = 0;                                                  // guarded by mu
   uint64_t charge = 0;                                                           // guarded by mu
+  uint64_t prefetch_used = 0, prefetch_wasted = 0;                               // guarded by mu
 
   void remove(std::list<Entry>::iterator it) {
     charge -= it->charge;
+    if (it->prefetched) ++prefetch_wasted;
     if (it->prot) {
       protected_bytes -= it->charge;
       protect.erase(it);
@@ -51,7 +54,13 @@ ConstBufRef RamTier::lookup(const ExtentKey& key) {
   }
   hits_.fetch_add(1, std::memory_order_relaxed);
   auto it = f->second;
-  if (!it->prot) {
+  if (it->prefetched) {
+    // Its first real touch: used, and still on probation (reading ahead is
+    // not a use, or a scan of prefetches would fill the protected list).
+    it->prefetched = false;
+    ++s.prefetch_used;
+    s.probation.splice(s.probation.begin(), s.probation, it);
+  } else if (!it->prot) {
     // Second touch: promote. Keep protected within 80 % of the shard's share.
     it->prot = true;
     s.protected_bytes += it->charge;
@@ -69,7 +78,7 @@ ConstBufRef RamTier::lookup(const ExtentKey& key) {
   return it->buf;
 }
 
-void RamTier::insert(const ExtentKey& key, ConstBufRef buf) {
+void RamTier::insert(const ExtentKey& key, ConstBufRef buf, bool prefetched) {
   std::lock_guard b(budget_mu_);
   Shard& s = shard_for(key);
   uint64_t charge = buf->capacity();
@@ -80,12 +89,21 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf) {
       s.remove(f->second);
       s.map.erase(f);
     }
-    s.probation.push_front(Entry{key, std::move(buf), charge, false});
+    s.probation.push_front(Entry{key, std::move(buf), charge, false, prefetched});
     s.map.emplace(key, s.probation.begin());
     s.charge += charge;
   }
   clean_bytes_ += charge;
   evict_locked(0);
+}
+
+void RamTier::claim_prefetched(const ExtentKey& key) {
+  Shard& s = shard_for(key);
+  std::lock_guard g(s.mu);
+  if (auto f = s.map.find(key); f != s.map.end() && f->second->prefetched) {
+    f->second->prefetched = false;
+    ++s.prefetch_used;
+  }
 }
 
 bool RamTier::contains(const ExtentKey& key) {
@@ -224,6 +242,8 @@ void RamTier::drop_clean() {
       std::lock_guard g(sp->mu);
       a.swap(sp->probation);
       b.swap(sp->protect);
+      for (auto* l : {&a, &b})
+        for (const Entry& e : *l) sp->prefetch_wasted += e.prefetched;
       sp->map.clear();
       clean_bytes_ -= sp->charge;
       sp->charge = 0;
@@ -241,6 +261,8 @@ RamTierStats RamTier::stats() const {
   for (auto& sp : shards_) {
     std::lock_guard g(sp->mu);
     st.entries += sp->map.size();
+    st.prefetch_used += sp->prefetch_used;
+    st.prefetch_wasted += sp->prefetch_wasted;
   }
   st.hits = hits_.load();
   st.misses = misses_.load();

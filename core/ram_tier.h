@@ -61,6 +61,10 @@ struct RamTierStats {
   uint64_t evictions = 0;
   uint64_t evicted_bytes = 0;
   uint64_t backpressure_waits = 0;
+  // Blocks read ahead (Prefetcher): hit by a client before they left RAM,
+  // or dropped before any hit.
+  uint64_t prefetch_used = 0;
+  uint64_t prefetch_wasted = 0;
 };
 
 class RamTier {
@@ -73,7 +77,12 @@ class RamTier {
   // Clean cache. lookup() counts a hit or a miss; the returned reference keeps
   // the bytes alive even if the entry is evicted meanwhile.
   ConstBufRef lookup(const ExtentKey& key);
-  void insert(const ExtentKey& key, ConstBufRef buf);
+  // prefetched: read ahead of any client (counted used at its first hit,
+  // wasted if it leaves before one).
+  void insert(const ExtentKey& key, ConstBufRef buf, bool prefetched = false);
+  // A client took a prefetched block's bytes without a lookup (it waited
+  // for the read in flight): counts it used.
+  void claim_prefetched(const ExtentKey& key);
   void erase(const ExtentKey& key);
   // True if cached; counts nothing and changes no order (admin listings).
   bool contains(const ExtentKey& key);

@@ -163,6 +163,13 @@ std::string render_table(const std::string& root, const json& s, const json* pre
                   std::to_string(unum(s, "/hits/backing")) + rate("/hits/backing") +
                   " blocks; RAM hit ratio " + pct(hr, hr + hb));
   add("misses", std::to_string(unum(s, "/misses")) + rate("/misses") + " lookups of absent names");
+  add("prefetch", std::to_string(unum(s, "/prefetch/reads")) + " blocks read ahead (" +
+                      human_bytes(num(s, "/prefetch/read_bytes")) + "), " +
+                      std::to_string(unum(s, "/prefetch/used_blocks")) + " used, " +
+                      std::to_string(unum(s, "/prefetch/wasted_blocks")) + " wasted, " +
+                      std::to_string(unum(s, "/prefetch/cancelled_blocks")) + " cancelled; " +
+                      human_bytes(num(s, "/prefetch/pending_bytes")) + " in flight of " +
+                      human_bytes(num(s, "/prefetch/budget_bytes")));
   add("flush", std::to_string(unum(s, "/flush/queued")) + " queued, " +
                    std::to_string(unum(s, "/flush/files")) + " files / " +
                    human_bytes(num(s, "/flush/bytes")) + " written in " +

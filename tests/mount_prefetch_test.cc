@@ -1,0 +1,91 @@
+// Mount tests: read-ahead (the prefetch option) through a real mount. After
+// a remount nothing is in RAM: looking a file up queues its cold blocks, a
+// read returns the same bytes, and each block is read from the backing dir
+// once, whether the client or the prefetcher got to it first. prefetch=0
+// reads nothing ahead, and kvfs-admin config changes it at run time.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/control_client.h"
+#include "tests/mount_fixture.h"
+
+namespace kvfs::test {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+constexpr size_t kFile = 8 * kMiB;  // 8 blocks
+
+nlohmann::json stats(const KvfsMount& m) {
+  auto r = control::request(control::control_path(m.mnt()), R"({"cmd":"stats"})");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : nlohmann::json::object();
+}
+uint64_t num(const nlohmann::json& j, const char* ptr) {
+  const auto p = nlohmann::json::json_pointer(ptr);
+  return j.contains(p) ? j.at(p).get<uint64_t>() : ~0ull;
+}
+
+// Two files written and flushed, then a fresh mount: both only in segments.
+void cold_files(KvfsMount& m, const std::string& opts, std::string* a, std::string* b) {
+  ASSERT_TRUE(m.mount_ok(opts));
+  *a = random_bytes(kFile, 1);
+  *b = random_bytes(kFile, 2);
+  ASSERT_TRUE(write_file(m.path("a.bin"), *a));
+  ASSERT_TRUE(write_file(m.path("b.bin"), *b));
+  m.unmount();
+  ASSERT_TRUE(m.mount_ok(opts));
+}
+
+TEST(MountPrefetch, ALookedUpFileIsReadAheadAndEachBlockReadOnce) {
+  KvfsMount m;
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(cold_files(m, "", &a, &b));
+  const nlohmann::json s0 = stats(m);
+  EXPECT_EQ(num(s0, "/prefetch/queued_blocks"), 0u);
+  EXPECT_EQ(num(s0, "/backing/reads"), 0u);
+  struct stat st;
+  ASSERT_EQ(::stat(m.path("a.bin").c_str(), &st), 0);  // the lookup
+  EXPECT_EQ(num(stats(m), "/prefetch/queued_blocks"), kFile / kMiB);
+  std::string got;
+  ASSERT_TRUE(read_file(m.path("a.bin"), &got));
+  EXPECT_TRUE(got == a) << "wrong bytes";
+  const nlohmann::json s1 = stats(m);
+  // The prefetcher and the reader share one read per block.
+  EXPECT_EQ(num(s1, "/backing/reads"), kFile / kMiB);
+  EXPECT_EQ(num(s1, "/prefetch/wasted_blocks"), 0u);
+  EXPECT_LE(num(s1, "/prefetch/reads"), kFile / kMiB);
+  // b was never looked up: nothing of it was read.
+  ASSERT_TRUE(read_file(m.path("b.bin"), &got));
+  EXPECT_TRUE(got == b) << "wrong bytes";
+  EXPECT_EQ(num(stats(m), "/backing/reads"), 2 * kFile / kMiB);
+}
+
+TEST(MountPrefetch, OffReadsNothingAheadAndIsARuntimeSetting) {
+  KvfsMount m;
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(cold_files(m, "prefetch=0", &a, &b));
+  std::string got;
+  ASSERT_TRUE(read_file(m.path("a.bin"), &got));
+  EXPECT_TRUE(got == a) << "wrong bytes";
+  nlohmann::json s = stats(m);
+  EXPECT_EQ(num(s, "/prefetch/queued_blocks"), 0u);
+  EXPECT_EQ(num(s, "/prefetch/reads"), 0u);
+  EXPECT_EQ(num(s, "/prefetch/budget_bytes"), 0u);
+  EXPECT_EQ(num(s, "/backing/reads"), kFile / kMiB);
+  auto r = control::request(control::control_path(m.mnt()),
+                            R"({"cmd":"config","set":{"prefetch":"64M"}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  s = stats(m);
+  EXPECT_EQ(num(s, "/prefetch/budget_bytes"), 64 * kMiB);
+  struct stat st;
+  ASSERT_EQ(::stat(m.path("b.bin").c_str(), &st), 0);
+  EXPECT_EQ(num(stats(m), "/prefetch/queued_blocks"), kFile / kMiB);
+  ASSERT_TRUE(read_file(m.path("b.bin"), &got));
+  EXPECT_TRUE(got == b) << "wrong bytes";
+}
+
+}  // namespace
+}  // namespace kvfs::test
