@@ -16,6 +16,9 @@
 namespace kvfs {
 namespace {
 
+// How far a cold read reads ahead of itself: 32 MiB, about one KV chunk.
+constexpr uint32_t kReadAheadBlocks = 32;
+
 const char* zero_page() {
   static char* z = [] {
     char* p = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
@@ -200,13 +203,15 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   uint64_t ram_hits = 0;
   for (Piece& p : pieces) ram_hits += p.ref != nullptr;
   if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
-  // A cold read: read the rest of the file ahead, on the prefetcher's
-  // threads, while this one reads what the client asked for.
+  // A cold read: read the next blocks of the file ahead, on the
+  // prefetcher's threads, while this one reads what the client asked for
+  // (a window, so that a long sequential read does not scan the whole file
+  // at every miss).
   uint32_t last_miss = 0;
   bool any_miss = false;
   for (Piece& p : pieces)
     if (p.miss.valid()) last_miss = p.idx, any_miss = true;
-  if (any_miss) prefetch_->want(f->in, last_miss + 1);
+  if (any_miss) prefetch_->want(f->in, last_miss + 1, kReadAheadBlocks);
   for (Piece& p : pieces) {
     if (!p.miss.valid()) continue;
     Status st = data_->read_block(in.ino, p.idx, p.miss, &p.ref);

@@ -1,5 +1,7 @@
 #include "core/prefetcher.h"
 
+#include <algorithm>
+
 #include "core/file_data.h"
 
 namespace kvfs {
@@ -36,15 +38,17 @@ void Prefetcher::stop() {
   threads_.clear();
 }
 
-void Prefetcher::want(const InodeRef& in, uint32_t from) {
-  if (budget_.load(std::memory_order_relaxed) == 0) return;
+void Prefetcher::want(const InodeRef& in, uint32_t from, uint32_t max_blocks) {
+  const uint64_t budget = budget_.load(std::memory_order_relaxed);
+  if (budget == 0) return;
   std::vector<Job> jobs;
   {
     std::lock_guard g(in->mu);
     if (!in->is_reg() || in->evicted) return;
-    for (uint32_t i = from; i < in->blocks.size(); ++i) {
+    const uint64_t end = std::min<uint64_t>(in->blocks.size(), uint64_t(from) + max_blocks);
+    for (uint64_t i = from; i < end; ++i) {
       const BlockSlot& s = in->blocks[i];
-      if (!s.buf && s.ext.valid()) jobs.push_back({in, i, s.ext});
+      if (!s.buf && s.ext.valid()) jobs.push_back({in, uint32_t(i), s.ext});
     }
   }
   // The RAM check needs no inode lock (the shard mutexes are leaves).
@@ -56,7 +60,6 @@ void Prefetcher::want(const InodeRef& in, uint32_t from) {
   {
     std::lock_guard l(mu_);
     if (stop_) return;
-    const uint64_t budget = budget_.load();
     for (size_t i = 0; i < cold.size(); ++i) {
       Job& j = cold[i];
       const ExtentKey k{j.ext.seg, j.ext.off};

@@ -62,8 +62,8 @@ class Prefetcher {
   Prefetcher& operator=(const Prefetcher&) = delete;
 
   // Queues the cold blocks of a regular file from block `from` on, in
-  // order. Called with no lock held.
-  void want(const InodeRef& in, uint32_t from = 0);
+  // order, at most max_blocks of them. Called with no lock held.
+  void want(const InodeRef& in, uint32_t from = 0, uint32_t max_blocks = UINT32_MAX);
   // Drops what is queued and joins the threads (a read in flight ends by
   // the backing dir's deadline). Idempotent.
   void stop();

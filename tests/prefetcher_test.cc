@@ -92,6 +92,19 @@ TEST_F(PrefetcherTest, StaysWithinItsBudgetAndFromTheBlockAsked) {
   EXPECT_EQ(off->stats().queued, 0u);
 }
 
+TEST_F(PrefetcherTest, AColdReadAsksForAWindowOfBlocks) {
+  InodeRef in = cold_file(6);
+  auto p = make(64 << 20);
+  p->want(in, 2, 3);
+  EXPECT_EQ(p->stats().queued, 3u);  // blocks 2, 3 and 4
+  p->start(2);
+  ASSERT_TRUE(p->wait_idle(seconds(30)));
+  EXPECT_FALSE(in_ram(*in, 1));
+  EXPECT_TRUE(in_ram(*in, 2));
+  EXPECT_TRUE(in_ram(*in, 4));
+  EXPECT_FALSE(in_ram(*in, 5));
+}
+
 TEST_F(PrefetcherTest, ABlockEvictedOrRewrittenBeforeItsReadIsNotRead) {
   InodeRef in = cold_file(3);
   auto p = make(64 << 20);
