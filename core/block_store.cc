@@ -71,11 +71,13 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   s->flusher_ = std::make_unique<Flusher>(
       Flusher::Parts{&s->cfg_, s->ns_.get(), s->seqs_.get(), s->ram_.get(), s->segs_.get(),
                      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get()});
-  s->evictor_ = std::make_unique<Evictor>(Evictor::Parts{
-      &s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->index_.get(),
-      s->io_.get(), s->budget_.get(), s->data_.get(), s->flusher_.get(), &s->reclaim_mu_});
+  s->evictor_ = std::make_unique<Evictor>(
+      Evictor::Parts{&s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(),
+                     s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get(),
+                     s->flusher_.get(), &s->reclaim_mu_, &s->forgetting_});
   s->prefetch_ = std::make_unique<Prefetcher>(
-      Prefetcher::Parts{s->data_.get(), s->ram_.get(), &s->reclaim_mu_}, cfg.prefetch_bytes);
+      Prefetcher::Parts{s->data_.get(), s->ram_.get(), &s->reclaim_mu_, &s->forgetting_},
+      cfg.prefetch_bytes);
   s->prefetch_->start(cfg.prefetch_threads);
   s->journal_->attach(s->flusher_.get());
   Flusher* f = s->flusher_.get();

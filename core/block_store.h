@@ -298,6 +298,7 @@ class BlockStore {
   // Readers of segment extents hold it shared from choosing an extent until
   // their read completes; deleting a segment takes it exclusively.
   std::shared_mutex reclaim_mu_;
+  std::atomic<int> forgetting_{0};  // a segment deletion waits for reclaim_mu_
   std::atomic<bool> closed_{false};
   std::thread prefault_;  // BufferPool::prefill at mount
   std::atomic<bool> stop_prefault_{false};

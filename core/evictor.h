@@ -99,6 +99,9 @@ class Evictor {
     FileData* data;                 // slots: freed, copied forward, cold reads
     Flusher* flusher;               // writes copies forward and carried entries
     std::shared_mutex* reclaim_mu;  // readers of extents shared, deletion exclusive
+    // Raised while a deletion waits for reclaim_mu: read-ahead starts no
+    // read then (shared holders may otherwise keep it waiting for good).
+    std::atomic<int>* forgetting = nullptr;
   };
   // Told (parent, name, ino) after a name was removed, with no lock held.
   using Listener = std::function<void(uint64_t, const std::string&, uint64_t)>;

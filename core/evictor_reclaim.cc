@@ -190,7 +190,9 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     // completes; once forgotten, none can choose one. The unlink itself (a
     // round trip on NFS, unbounded when it stalls) runs after, so that RAM
     // hits, which take reclaim_mu_ shared too, never wait for it.
+    if (p_.forgetting) p_.forgetting->fetch_add(1);
     std::unique_lock rl(*p_.reclaim_mu);
+    if (p_.forgetting) p_.forgetting->fetch_sub(1);
     path = p_.segs->forget_segment(seg);
   }
   if (Status s = p_.segs->unlink_segment(path); !s.ok()) {

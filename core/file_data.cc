@@ -229,7 +229,7 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
     // seen here).
     if (prefetch) {
       if (ram_->contains(key)) return Status::OK();
-    } else if (ConstBufRef hit = ram_->lookup(key)) {
+    } else if (ConstBufRef hit = ram_->peek(key)) {
       *out = std::move(hit);
       return Status::OK();
     }

@@ -82,7 +82,12 @@ Status Flusher::stop() {
 }
 
 bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c) {
-  std::shared_lock ns(p_.ns->mu());
+  // The commit lock, not just the tree's: a rename or unlink takes its seq
+  // before its journal commit and applies the change after it. A capture in
+  // between would take a newer seq for the old name (or a file just
+  // unlinked), and a crash before this flush's commit would let the
+  // catch-up apply that over the rename.
+  std::shared_lock cl(p_.ns->commit_mu());
   std::lock_guard g(in->mu);
   if (from_queue) in->queued = false;
   if (in->in_flush) {

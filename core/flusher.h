@@ -16,8 +16,8 @@
 // "Closed" is the client's close() (Inode::active_writers), not the kernel's
 // release, which comes later and in the background.
 //
-// Thread-safe. Lock order: Namespace::commit_mu_ (a commit) or
-// Namespace::mu_ (a capture) -> Inode::mu -> q_mu_ (the whole
+// Thread-safe. Lock order: Namespace::commit_mu_ (shared, for a capture and
+// a commit) -> Inode::mu -> q_mu_ (the whole
 // of core/'s order is in block_store.h). Waiting for room (SpaceBudget) is
 // done with no lock held.
 #pragma once

@@ -9,7 +9,7 @@ namespace kvfs {
 Prefetcher::Prefetcher(Parts p, uint64_t budget) : p_(p), budget_(budget) {}
 
 void Prefetcher::start(unsigned threads) {
-  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (unsigned i = 0; i < std::max(threads, 1u); ++i) threads_.emplace_back([this] { run(); });
 }
 
 bool Prefetcher::wait_idle(std::chrono::milliseconds max) {
@@ -60,19 +60,20 @@ void Prefetcher::want(const InodeRef& in, uint32_t from, uint32_t max_blocks) {
   {
     std::lock_guard l(mu_);
     if (stop_) return;
-    for (size_t i = 0; i < cold.size(); ++i) {
-      Job& j = cold[i];
+    uint64_t over = 0;
+    for (Job& j : cold) {
       const ExtentKey k{j.ext.seg, j.ext.off};
       if (pending_.count(k)) continue;
-      if (pending_bytes_ + j.ext.len > budget) {
-        over_budget_.fetch_add(cold.size() - i, std::memory_order_relaxed);
-        break;
+      if (over || pending_bytes_ + j.ext.len > budget) {
+        ++over;  // and every block after it: queued in order or not at all
+        continue;
       }
       pending_.insert(k);
       pending_bytes_ += j.ext.len;
       q_.push_back(std::move(j));
       ++added;
     }
+    if (over) over_budget_.fetch_add(over, std::memory_order_relaxed);
   }
   if (added == 0) return;
   queued_.fetch_add(added, std::memory_order_relaxed);
@@ -102,6 +103,10 @@ void Prefetcher::run() {
 
 void Prefetcher::read_one(const Job& j) {
   const ExtentKey k{j.ext.seg, j.ext.off};
+  if (p_.forgetting && p_.forgetting->load() > 0) {
+    cancelled_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::shared_lock rl(*p_.reclaim_mu);  // the extent stays readable while we read it
   {
     std::lock_guard g(j.in->mu);

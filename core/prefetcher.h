@@ -42,7 +42,7 @@ struct PrefetchStats {
   uint64_t pending_bytes = 0;  // queued or being read now
   uint64_t queued = 0;         // blocks queued
   uint64_t reads = 0, read_bytes = 0;
-  uint64_t cancelled = 0;    // the block was no longer the file's, or in RAM
+  uint64_t cancelled = 0;    // no longer the file's, in RAM, or a deletion waited
   uint64_t over_budget = 0;  // blocks not queued: the budget was full
 };
 
@@ -52,6 +52,9 @@ class Prefetcher {
     FileData* data;
     RamTier* ram;
     std::shared_mutex* reclaim_mu;  // BlockStore's: shared while reading
+    // Non-zero while a segment deletion waits for reclaim_mu: no read starts
+    // (read-ahead must not keep the reclaimer waiting).
+    const std::atomic<int>* forgetting = nullptr;
   };
   // budget 0: nothing is read ahead. Queued blocks wait for start().
   Prefetcher(Parts p, uint64_t budget);

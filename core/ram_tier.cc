@@ -106,6 +106,13 @@ void RamTier::claim_prefetched(const ExtentKey& key) {
   }
 }
 
+ConstBufRef RamTier::peek(const ExtentKey& key) {
+  Shard& s = shard_for(key);
+  std::lock_guard g(s.mu);
+  auto f = s.map.find(key);
+  return f == s.map.end() ? nullptr : f->second->buf;
+}
+
 bool RamTier::contains(const ExtentKey& key) {
   Shard& s = shard_for(key);
   std::lock_guard g(s.mu);

@@ -86,6 +86,9 @@ class RamTier {
   void erase(const ExtentKey& key);
   // True if cached; counts nothing and changes no order (admin listings).
   bool contains(const ExtentKey& key);
+  // The cached bytes, or null; counts nothing and changes no order (a
+  // second look after a counted miss).
+  ConstBufRef peek(const ExtentKey& key);
 
   // Dirty budget. reserve_dirty blocks while clean+dirty+bytes would pass the
   // capacity and there is dirty data that flushing will turn clean.

@@ -87,6 +87,10 @@ TEST_F(NamespaceTest, LookupsGoOnWhileAJournalCommitRuns) {
   auto renamer =
       std::async(std::launch::async, [&] { return ns_.rename(kRootIno, "a", kRootIno, "b", 0); });
   journal_.wait_entered();
+  // A flusher's capture and commit take commit_mu shared: they must not run
+  // inside the rename's commit (the rename's seq is taken, its change not
+  // yet applied; a capture now would snapshot the old name with a newer seq).
+  EXPECT_FALSE(ns_.commit_mu().try_lock_shared());
   // The rename is inside its index commit. Readers of the tree do not wait
   // for it (a bounded wait: without the split they would block until the
   // release below, which only comes after).

@@ -34,8 +34,8 @@ class PrefetcherTest : public FileDataFixture {
     return ram_.contains(ExtentKey{in.blocks[idx].ext.seg, in.blocks[idx].ext.off});
   }
   std::unique_ptr<Prefetcher> make(uint64_t budget) {
-    return std::make_unique<Prefetcher>(Prefetcher::Parts{data_.get(), &ram_, &reclaim_mu_},
-                                        budget);
+    return std::make_unique<Prefetcher>(
+        Prefetcher::Parts{data_.get(), &ram_, &reclaim_mu_, nullptr}, budget);
   }
   std::shared_mutex reclaim_mu_;
 };
