@@ -144,7 +144,7 @@ StoreConfig BlockStore::live_config() const {
   c.capacity = capacity();
   c.evict_grace_s = evict_grace();
   c.io_timeout_s = io_timeout();
-  c.prefetch_bytes = prefetch_->stats().budget_bytes;
+  c.prefetch_bytes = prefetch_->budget();
   c.node_id = node_id();
   return c;
 }

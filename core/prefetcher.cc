@@ -132,7 +132,7 @@ void Prefetcher::read_one(const Job& j) {
 
 PrefetchStats Prefetcher::stats() const {
   PrefetchStats s;
-  s.budget_bytes = budget_.load();
+  s.budget_bytes = budget();
   {
     std::lock_guard l(mu_);
     s.pending_bytes = pending_bytes_;

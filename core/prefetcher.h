@@ -76,6 +76,7 @@ class Prefetcher {
   bool wait_idle(std::chrono::milliseconds max);
 
   void set_budget(uint64_t bytes) { budget_.store(bytes); }
+  uint64_t budget() const { return budget_.load(); }
   PrefetchStats stats() const;
 
  private:
