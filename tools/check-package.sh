@@ -59,9 +59,14 @@ echo "$lint" | awk -F: 'NF>1 {print $1}' | sort | uniq -c | sed 's/^/check-packa
 say "dpkg -i"
 dpkg -i "$DEB"
 trap 'dpkg --purge kvfs >/dev/null 2>&1 || true' EXIT
-/usr/sbin/kvfs --version | grep -q "^kvfs " || fail "kvfs --version"
-/usr/sbin/kvfs-admin version | grep -q "kvfs" || fail "kvfs-admin version"
-/usr/sbin/kvfs --help | grep -q "metrics=" || fail "kvfs --help"
+# Captured first: with pipefail, `cmd | grep -q` fails whenever grep exits on
+# its match before cmd's last write (SIGPIPE), as the multi-write --help can.
+out=$(/usr/sbin/kvfs --version) || fail "kvfs --version exits $?"
+grep -q "^kvfs " <<<"$out" || fail "kvfs --version"
+out=$(/usr/sbin/kvfs-admin version) || fail "kvfs-admin version exits $?"
+grep -q "kvfs" <<<"$out" || fail "kvfs-admin version"
+out=$(/usr/sbin/kvfs --help) || fail "kvfs --help exits $?"
+grep -q "metrics=" <<<"$out" || fail "kvfs --help"
 # The files dpkg recorded; man pages only if this dpkg installs them.
 listed=$(dpkg -L kvfs)
 for f in /usr/sbin/kvfs /usr/sbin/kvfs-admin /usr/share/doc/kvfs/copyright; do
@@ -70,7 +75,8 @@ done
 if grep -qx /usr/share/man/man8/kvfs.8.gz <<<"$listed"; then
   [ -s /usr/share/man/man8/kvfs.8.gz ] && [ -s /usr/share/man/man8/kvfs-admin.8.gz ] ||
     fail "man pages not installed"
-  zcat /usr/share/man/man8/kvfs.8.gz | grep -q '^\.TH KVFS 8' || fail "kvfs.8.gz is not the man page"
+  out=$(zcat /usr/share/man/man8/kvfs.8.gz) || fail "kvfs.8.gz does not unzip"
+  grep -q '^\.TH KVFS 8' <<<"$out" || fail "kvfs.8.gz is not the man page"
   if command -v man >/dev/null; then man -w kvfs >/dev/null || fail "man -w kvfs"; fi
 else
   say "note: this dpkg excludes /usr/share/man (path-exclude): man pages checked in the .deb only"
