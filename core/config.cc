@@ -70,12 +70,26 @@ std::string format_size(uint64_t b) {
   return std::to_string(b) + units[u];
 }
 
-std::string default_index_dir(const std::string& backing_id) {
-  if (geteuid() == 0) return "/var/lib/kvfs/" + backing_id;
+std::string default_index_dir(const std::string& backing_id, const std::string& node_id) {
+  const std::string leaf = node_id.empty() ? backing_id : backing_id + "." + node_id;
+  if (geteuid() == 0) return "/var/lib/kvfs/" + leaf;
   if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x)
-    return std::string(x) + "/kvfs/" + backing_id;
+    return std::string(x) + "/kvfs/" + leaf;
   const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.local/state/kvfs/" + backing_id;
+  return std::string(home && *home ? home : "/tmp") + "/.local/state/kvfs/" + leaf;
+}
+
+std::string default_node_id() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string n;
+  for (char* p = host; *p; ++p)
+    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') n += *p;
+  return n.empty() ? "node" : n;
+}
+
+std::string node_id_of(const StoreConfig& cfg) {
+  return cfg.node_id.empty() ? default_node_id() : cfg.node_id;
 }
 
 }  // namespace kvfs

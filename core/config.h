@@ -96,9 +96,15 @@ struct StoreConfig {
   bool clean_tmp = true;
   bool clean_empty_dirs = true;
 
-  // Node id written into segment names so that several nodes can one day
-  // share a backing dir without clashing. Empty: derived from the hostname.
+  // This node's name in the backing dir (segment names, its lock): every
+  // kvfs sharing one backing dir needs its own. Empty: the host name
+  // (default_node_id()).
   std::string node_id;
+
+  // Set by the daemon, not an option: written into the node's lock file, so
+  // that a second daemon of the node can tell one still mounted (refused at
+  // once) from one that is unmounted and exiting (waited for).
+  std::string mount_point;
 
   // Every rule on the settings: each option's range from the table, then the
   // rules between options. The one check for mount options and for runtime
@@ -113,7 +119,14 @@ std::optional<uint64_t> parse_size(const std::string& s);
 std::string format_size(uint64_t bytes);
 
 // The default index location for a backing dir id: /var/lib/kvfs/<id> for
-// root, $XDG_STATE_HOME/kvfs/<id> (or ~/.local/state/kvfs/<id>) otherwise.
-std::string default_index_dir(const std::string& backing_id);
+// root, $XDG_STATE_HOME/kvfs/<id> (or ~/.local/state/kvfs/<id>) otherwise;
+// with ".<node_id>" appended when a node_id is given, so that the nodes of
+// one backing dir on one host keep apart.
+std::string default_index_dir(const std::string& backing_id, const std::string& node_id = "");
+
+// The host name, keeping letters, digits, '-' and '_' ("node" if none).
+std::string default_node_id();
+// cfg.node_id, or default_node_id() when it is empty.
+std::string node_id_of(const StoreConfig& cfg);
 
 }  // namespace kvfs

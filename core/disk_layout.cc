@@ -18,8 +18,20 @@ std::string super_path(const std::string& backing) {
   return join(backing, kSuperName);
 }
 
-std::string lock_path(const std::string& backing) {
-  return join(backing, kLockName);
+std::string super_tmp_path(const std::string& backing, const std::string& node) {
+  return join(backing, (std::string(kSuperName) + "." + node + ".tmp").c_str());
+}
+
+std::string lock_path(const std::string& backing, const std::string& node) {
+  return join(backing, ("kvfs." + node + ".lock").c_str());
+}
+
+std::string shared_lock_path(const std::string& backing) {
+  return join(backing, kSharedLockName);
+}
+
+std::string direct_probe_path(const std::string& backing, const std::string& node) {
+  return segment_dir(backing) + "/.direct_probe." + node;
 }
 
 std::string segment_dir(const std::string& backing) {
@@ -32,7 +44,7 @@ std::string segment_name(const std::string& node, uint64_t id) {
   return node + "-" + b + kSegSuffix;
 }
 
-std::optional<uint64_t> parse_segment_name(std::string_view name) {
+std::optional<SegmentFileName> parse_segment_name(std::string_view name) {
   const std::string_view suffix = kSegSuffix;
   // At least one character of node, then '-', the id and the suffix.
   const size_t tail = 1 + kIdDigits + suffix.size();
@@ -52,7 +64,7 @@ std::optional<uint64_t> parse_segment_name(std::string_view name) {
     id = id << 4 | uint64_t(d);
   }
   if (id == 0) return std::nullopt;
-  return id;
+  return SegmentFileName{std::string(name.substr(0, name.size() - tail)), id};
 }
 
 }  // namespace kvfs::layout

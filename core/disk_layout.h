@@ -3,10 +3,18 @@
 // kvfs-admin and the tests cannot drift apart. Renaming anything here is a
 // change of the on-disk format.
 //
-//   <backing>/kvfs.super                       id and format (written via kvfs.super.tmp)
-//   <backing>/kvfs.lock                        flock()ed by the owning daemon; holds its pid
+//   <backing>/kvfs.super                       id and format (made once, by link())
+//   <backing>/kvfs.super.<node>.tmp            a node's superblock before that link
+//   <backing>/kvfs.<node>.lock                 flock()ed by node's daemon: pid, host, mount
+//   <backing>/kvfs.lock                        flock()ed shared by every node (below)
 //   <backing>/segments/<node>-<16 hex id>.seg  append-only segment files (record.h)
-//   <backing>/segments/.direct_probe           O_DIRECT probe, written at open
+//   <backing>/segments/.direct_probe.<node>    O_DIRECT probe, written at open
+//
+// Several nodes (one kvfs each) may share the dir: each writes only the
+// files that carry its own node name, and the superblock once. kvfs.lock is
+// the lock of the kvfs that allowed one node per dir, which took it
+// exclusively and treated every segment as its own: every node holds it
+// shared, so that such a kvfs and a node never run side by side.
 //
 // Constants and pure functions only: thread-safe.
 #pragma once
@@ -19,24 +27,32 @@
 namespace kvfs::layout {
 
 inline constexpr const char* kSuperName = "kvfs.super";
-// The superblock is written to this name and renamed over kSuperName.
-inline constexpr const char* kSuperTmpName = "kvfs.super.tmp";
 inline constexpr const char* kSuperMagic = "kvfs-superblock";  // its first line
 inline constexpr int kSuperFormat = 1;                         // what this kvfs reads and writes
-inline constexpr const char* kLockName = "kvfs.lock";
+inline constexpr const char* kSharedLockName = "kvfs.lock";
 inline constexpr const char* kSegDir = "segments";
+// In the index dir (local disk), beside RocksDB's files: flock()ed by the
+// kvfs using that index.
+inline constexpr const char* kIndexLockName = "kvfs.lock";
 inline constexpr const char* kSegSuffix = ".seg";
-inline constexpr const char* kDirectProbeName = ".direct_probe";  // in kSegDir
 
 std::string super_path(const std::string& backing);
-std::string lock_path(const std::string& backing);
+std::string super_tmp_path(const std::string& backing, const std::string& node);
+// The node's own lock, which keeps a second daemon of that node out.
+std::string lock_path(const std::string& backing, const std::string& node);
+std::string shared_lock_path(const std::string& backing);
 std::string segment_dir(const std::string& backing);
+std::string direct_probe_path(const std::string& backing, const std::string& node);
 
 // "<node>-<id as 16 lower-case hex digits>.seg". node must not be empty.
 std::string segment_name(const std::string& node, uint64_t id);
 
-// The id in a segment file name; nullopt for any other name (id 0 is never
-// handed out, so it is not a segment either).
-std::optional<uint64_t> parse_segment_name(std::string_view name);
+struct SegmentFileName {
+  std::string node;  // may itself hold '-': the id is the last 16 digits
+  uint64_t id = 0;
+};
+// The node and id of a segment file name; nullopt for any other name (id 0
+// is never handed out, so it is not a segment either).
+std::optional<SegmentFileName> parse_segment_name(std::string_view name);
 
 }  // namespace kvfs::layout

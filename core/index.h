@@ -17,6 +17,7 @@
 //       "P" + big-endian seq -> one encoded RecordEntry: a journal entry
 //           committed here first that is not yet in a segment
 //       "M:backing_id", "M:next_ino", "M:next_seq" -> decimal strings
+//       "M:node" -> the node whose segments it follows
 //
 // T keys: a deletion's seq, kept until no record of that inode older than
 // it can still be applied, which is the case once a catch-up has applied

@@ -57,8 +57,8 @@ const std::vector<StoreOption> kStoreOptions = {
     {{"direct_io", OptType::kBool, "1", 0, 1, false,
       "O_DIRECT for segment I/O when the backing fs supports it"},
      [](StoreConfig& c) -> FieldRef { return &c.direct_io; }},
-    {{"node_id", OptType::kName, nullptr, 0, 0, false, "node name in segment file names",
-      "hostname"},
+    {{"node_id", OptType::kName, nullptr, 0, 0, false,
+      "this node's name in the backing dir (one per kvfs sharing it)", "hostname"},
      [](StoreConfig& c) -> FieldRef { return &c.node_id; }},
     // 0 in the struct is "not given": 80 % of the space available at mount.
     {{"capacity", OptType::kSize, nullptr, 0, kNoMax, true,

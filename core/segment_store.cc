@@ -43,88 +43,128 @@ Status fsync_dir(const std::string& dir) {
   return r == 0 ? Status::OK() : Status::FromErrno(e, "fsync " + dir);
 }
 
-// Reads or creates the superblock; returns the backing id.
-Result<std::string> load_superblock(const std::string& backing) {
-  const std::string path = layout::super_path(backing);
-  std::ifstream in(path);
-  if (in) {
-    std::string line, id;
-    int format = -1;
-    while (std::getline(in, line)) {
-      if (line.rfind("id=", 0) == 0) id = line.substr(3);
-      if (line.rfind("format=", 0) == 0) format = std::atoi(line.c_str() + 7);
-    }
-    if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
-      return Status::Corruption(path + " is not a kvfs superblock");
-    if (format != layout::kSuperFormat)
-      return Status::NotSupported(path + ": format " + std::to_string(format) +
-                                  " is not supported (this kvfs reads format " +
-                                  std::to_string(layout::kSuperFormat) + ")");
-    return id;
+Result<std::string> read_superblock(const std::string& path, std::ifstream& in) {
+  std::string line, id;
+  int format = -1;
+  while (std::getline(in, line)) {
+    if (line.rfind("id=", 0) == 0) id = line.substr(3);
+    if (line.rfind("format=", 0) == 0) format = std::atoi(line.c_str() + 7);
   }
-  std::string id = random_id();
-  const std::string tmp = backing + "/" + layout::kSuperTmpName;
+  if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return Status::Corruption(path + " is not a kvfs superblock");
+  if (format != layout::kSuperFormat)
+    return Status::NotSupported(path + ": format " + std::to_string(format) +
+                                " is not supported (this kvfs reads format " +
+                                std::to_string(layout::kSuperFormat) + ")");
+  return id;
+}
+
+// Reads or creates the superblock; returns the backing id. Nodes starting
+// together on an empty dir may each write one: link() makes exactly one of
+// them the superblock (put-if-absent, atomic on NFS too) and the others read
+// it, so every node agrees on the id.
+Result<std::string> load_superblock(const std::string& backing, const std::string& node) {
+  const std::string path = layout::super_path(backing);
+  if (std::ifstream in(path); in) return read_superblock(path, in);
+  const std::string tmp = layout::super_tmp_path(backing, node);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
-  const std::string body = std::string(layout::kSuperMagic) + "\nid=" + id +
+  const std::string body = std::string(layout::kSuperMagic) + "\nid=" + random_id() +
                            "\nformat=" + std::to_string(layout::kSuperFormat) + "\n";
   bool ok = ::write(fd, body.data(), body.size()) == ssize_t(body.size()) && ::fsync(fd) == 0;
   int e = errno;
   ::close(fd);
   if (!ok) return Status::FromErrno(e, "write " + tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename " + tmp);
+  const int lr = ::link(tmp.c_str(), path.c_str());
+  e = errno;
+  ::unlink(tmp.c_str());
+  if (lr != 0 && e != EEXIST) return Status::FromErrno(e, "link " + tmp + " to " + path);
   KVFS_RETURN_IF_ERROR(fsync_dir(backing));
-  return id;
+  std::ifstream in(path);
+  if (!in) return Status::FromErrno(errno, "open " + path);
+  return read_superblock(path, in);
 }
 
-std::string default_node() {
+// The lock file's text: "<pid>\n<host>\n<mount point>\n".
+struct LockHolder {
+  std::string pid = "?", host, mount;
+};
+
+LockHolder lock_holder(int fd) {
+  char b[4096] = {0};
+  const ssize_t n = ::pread(fd, b, sizeof(b) - 1, 0);
+  LockHolder h;
+  std::istringstream in(std::string(b, n > 0 ? size_t(n) : 0));
+  std::string line;
+  if (std::getline(in, line) && !line.empty()) h.pid = line;
+  std::getline(in, h.host);
+  std::getline(in, h.mount);
+  return h;
+}
+
+std::string describe(const LockHolder& h) {
+  std::string d = "pid " + h.pid;
+  if (!h.host.empty()) d += " on " + h.host;
+  return d;
+}
+
+// Is the holder of a node's lock still serving its mount? Only a mount on
+// this host can be checked (another host's holder is taken as live). No
+// mount named: an offline tool (fsck), waited for. No host either: a kvfs
+// that wrote only its pid, live if the backing dir is mounted here at all.
+bool holder_mounted(const LockHolder& h, const std::string& backing) {
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
-  std::string n;
-  for (char* p = host; *p; ++p)
-    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') n += *p;
-  return n.empty() ? "node" : n;
+  if (!h.host.empty() && h.host != host) return true;
+  if (!h.host.empty() && h.mount.empty()) return false;
+  for (const auto& m : read_mounts())
+    if (m.fstype == "fuse.kvfs" && m.source == backing && (h.mount.empty() || m.target == h.mount))
+      return true;
+  return false;
 }
 
-std::string lock_holder(int fd) {
-  char pid[32] = {0};
-  ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
-  std::string who = n > 0 ? std::string(pid, strnlen(pid, size_t(n))) : "?";
-  while (!who.empty() && who.back() == '\n') who.pop_back();
-  return who;
-}
-
-// The flock of the backing dir. Held by a kvfs whose mount is gone, the
-// owner is exiting: it flushes and closes after umount(8) has returned, so
-// a remount, fsck or rebuild-index right after an umount waits for it
+// The flock of the node's lock file. Held by a kvfs whose mount is gone,
+// the owner is exiting: it flushes and closes after umount(8) has returned,
+// so a remount, fsck or rebuild-index right after an umount waits for it
 // (bounded by lock_wait_s) instead of failing. Held by a kvfs that is still
 // mounted, it is a real conflict: Busy at once.
-Status take_lock(int fd, const StoreConfig& cfg) {
+Status take_lock(int fd, const std::string& path, const StoreConfig& cfg, const std::string& node) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_log = start;
   for (;;) {
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
     const int e = errno;
-    if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + layout::lock_path(cfg.backing_dir));
-    const std::string who = lock_holder(fd);
-    const std::string mnt = kvfs_mount_of(cfg.backing_dir);
-    if (!mnt.empty())
+    if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + path);
+    const LockHolder who = lock_holder(fd);
+    if (holder_mounted(who, cfg.backing_dir))
       return Status::Busy("backing directory " + cfg.backing_dir +
-                          " is already in use by another kvfs (pid " + who + ", mounted at " + mnt +
-                          ")");
+                          " is already in use by another kvfs of node '" + node + "' (" +
+                          describe(who) + (who.mount.empty() ? "" : ", mounted at " + who.mount) +
+                          "); every kvfs sharing a backing dir needs its own node_id");
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited >= cfg.lock_wait_s)
       return Status::Busy("backing directory " + cfg.backing_dir +
-                          " is still held by another kvfs (pid " + who +
-                          ", not mounted here) after " + std::to_string(int(waited)) + " s");
+                          " is still held by another kvfs of node '" + node + "' (" +
+                          describe(who) + ", not mounted) after " + std::to_string(int(waited)) +
+                          " s");
     if (Clock::now() >= next_log) {
-      spdlog::info("waiting for kvfs pid {} (unmounted, still flushing) to release {}", who,
-                   cfg.backing_dir);
+      spdlog::info("waiting for kvfs {} (unmounted, still flushing) to release {}", describe(who),
+                   path);
       next_log = Clock::now() + std::chrono::seconds(10);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+// kvfs.lock, shared (disk_layout.h). Held exclusively, it is a kvfs that
+// takes every segment as its own; it does not wait for nodes, nor they for it.
+Status take_shared_lock(int fd, const std::string& path) {
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return Status::OK();
+  const int e = errno;
+  if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + path);
+  return Status::Busy(path + " is held by a kvfs that does not share its backing dir (pid " +
+                      lock_holder(fd).pid + "): stop it, or give it a backing dir of its own");
 }
 
 }  // namespace
@@ -139,19 +179,27 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
   if (::access(cfg.backing_dir.c_str(), W_OK | X_OK) != 0 && !cfg.read_only)
     return Status::FromErrno(errno, "backing directory " + cfg.backing_dir + " is not writable");
 
-  // The lock comes first: the superblock may be created only by its owner.
-  const std::string lock_path = layout::lock_path(cfg.backing_dir);
+  s->node_ = node_id_of(cfg);
+  // The locks come first: no file of the node is touched unless it is ours.
+  const std::string shared_path = layout::shared_lock_path(cfg.backing_dir);
+  s->shared_lock_fd_ = ::open(shared_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (s->shared_lock_fd_ < 0) return Status::FromErrno(errno, "open " + shared_path);
+  KVFS_RETURN_IF_ERROR(take_shared_lock(s->shared_lock_fd_, shared_path));
+  const std::string lock_path = layout::lock_path(cfg.backing_dir, s->node_);
   s->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (s->lock_fd_ < 0) return Status::FromErrno(errno, "open " + lock_path);
-  if (Status l = take_lock(s->lock_fd_, cfg); !l.ok()) return l;
-  std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(s->lock_fd_, 0) != 0 || ::pwrite(s->lock_fd_, pid.data(), pid.size(), 0) < 0)
+  KVFS_RETURN_IF_ERROR(take_lock(s->lock_fd_, lock_path, cfg, s->node_));
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string holder =
+      std::to_string(::getpid()) + "\n" + host + "\n" + cfg.mount_point + "\n";
+  if (::ftruncate(s->lock_fd_, 0) != 0 ||
+      ::pwrite(s->lock_fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size()))
     return Status::FromErrno(errno, "write " + lock_path);
 
-  auto id = load_superblock(cfg.backing_dir);
+  auto id = load_superblock(cfg.backing_dir, s->node_);
   if (!id.ok()) return id.status();
   s->backing_id_ = *id;
-  s->node_ = cfg.node_id.empty() ? default_node() : cfg.node_id;
   s->segment_size_ = cfg.segment_size;
   s->dir_ = layout::segment_dir(cfg.backing_dir);
   if (::mkdir(s->dir_.c_str(), 0700) != 0 && errno != EEXIST)
@@ -160,9 +208,11 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
   DIR* d = ::opendir(s->dir_.c_str());
   if (!d) return Status::FromErrno(errno, "opendir " + s->dir_);
   while (dirent* de = ::readdir(d)) {
-    const std::optional<uint64_t> parsed = layout::parse_segment_name(de->d_name);
-    if (!parsed) continue;
-    const uint64_t sid = *parsed;
+    // Another node's segments are its own business: never listed, so never
+    // caught up, counted, reclaimed or deleted here.
+    const std::optional<layout::SegmentFileName> parsed = layout::parse_segment_name(de->d_name);
+    if (!parsed || parsed->node != s->node_) continue;
+    const uint64_t sid = parsed->id;
     std::string p = s->dir_ + "/" + de->d_name;
     struct stat ss;
     if (::stat(p.c_str(), &ss) != 0 || !S_ISREG(ss.st_mode)) continue;
@@ -177,7 +227,7 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
 
   // Probe O_DIRECT once: tmpfs before 6.6 and some NFS setups refuse it.
   if (cfg.direct_io) {
-    std::string probe = s->dir_ + "/" + layout::kDirectProbeName;
+    std::string probe = layout::direct_probe_path(cfg.backing_dir, s->node_);
     int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
     if (fd >= 0) {
       void* b = nullptr;
@@ -203,6 +253,7 @@ BackingIo::Op SegmentStore::track(std::string what) const {
 
 SegmentStore::~SegmentStore() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  if (shared_lock_fd_ >= 0) ::close(shared_lock_fd_);
 }
 
 std::string SegmentStore::seg_path(uint64_t id) const {

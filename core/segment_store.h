@@ -3,8 +3,9 @@
 // says.
 //
 // No client-chosen name ever becomes a path here. Segment names carry a node
-// id so that several nodes could later write side by side; nothing in the dir
-// is rewritten in place except by its single owner.
+// id, and a store knows only its own node's segments: several nodes share a
+// backing dir side by side, and nothing in it is written, rewritten or
+// deleted except by the node that named it.
 //
 // Every backing call is marked in the BackingIo (when given one), and those a
 // client waits for (reads, segment deletes) run under its deadline.
@@ -53,8 +54,8 @@ class SegmentWriter;
 
 class SegmentStore : public SpaceUsage {
  public:
-  // Creates the layout on first use, takes the lock (Busy if another kvfs
-  // holds it) and lists the existing segments.
+  // Creates the layout on first use, takes the node's lock (Busy if another
+  // kvfs of this node holds it) and lists the node's existing segments.
   // io (optional; offline tools have none) bounds and marks backing calls.
   static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg,
                                                     BackingIo* io = nullptr);
@@ -151,7 +152,8 @@ class SegmentStore : public SpaceUsage {
   uint64_t segment_size_ = 0;
   std::string backing_id_;
   bool direct_io_ = false;
-  int lock_fd_ = -1;
+  int lock_fd_ = -1;         // kvfs.<node>.lock, flock()ed exclusively
+  int shared_lock_fd_ = -1;  // kvfs.lock, flock()ed shared
   BackingIo* io_ = nullptr;
 
   mutable std::shared_mutex mu_;

@@ -165,6 +165,7 @@ int serve(ParsedArgs& pa, bool background) {
   // freed blocks in its heap, letting RSS drift above ram_size).
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   pa.store.kernel_cache_s = std::max(pa.fs.entry_timeout, pa.fs.attr_timeout);
+  pa.store.mount_point = pa.fs.mountpoint;
   // Bound before anything is opened or mounted: a taken port is a bad
   // option (exit 1), not a mount that silently lacks its metrics.
   MetricsServer metrics;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/config.h"
 #include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
@@ -20,12 +21,6 @@ namespace kvfs::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-RunResult admin(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{KVFS_ADMIN_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_command(argv);
-}
 
 std::string slurp(const std::string& p) {
   std::ifstream in(p);
@@ -103,13 +98,13 @@ TEST(DaemonOps, UmountThenAtOnceRemountFsckRebuild) {
     ASSERT_EQ(u.exit_code, 0) << u.output;
     old.push_back(m.forget_unmounted());
   }
-  RunResult f = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult f = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_EQ(f.exit_code, 0) << f.output;
   EXPECT_NE(f.output.find("clean"), std::string::npos) << f.output;
   ASSERT_TRUE(m.mount_ok("ram_size=64M"));
   ASSERT_EQ(run_command({"fusermount3", "-u", m.mnt()}).exit_code, 0);
   old.push_back(m.forget_unmounted());
-  RunResult rb = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  RunResult rb = run_admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_EQ(rb.exit_code, 0) << rb.output;
   for (pid_t p : old) EXPECT_TRUE(KvfsMount::wait_exit(p, 60000)) << p;
   ASSERT_TRUE(m.mount_ok("ram_size=64M"));
@@ -123,7 +118,7 @@ TEST(DaemonOps, LogLinesArriveWithinASecond) {
   KvfsMount m;
   ASSERT_TRUE(m.mount_ok("ram_size=64M,capacity=1G,segment_size=8M,node_id=n1"));
   std::ofstream(m.path("x")) << "data";
-  RunResult e = admin({"evict", m.mnt(), "--path", "x", "--force"});
+  RunResult e = run_admin({"evict", m.mnt(), "--path", "x", "--force"});
   ASSERT_EQ(e.exit_code, 0) << e.output;
   std::string log;
   // Bounded wait for the periodic flush (1 s), not a sleep for ordering.
@@ -141,15 +136,15 @@ TEST(DaemonOps, LogLinesArriveWithinASecond) {
 TEST(DaemonOps, ConfigIsAllOrNothing) {
   KvfsMount m;
   ASSERT_TRUE(m.mount_ok("ram_size=64M,segment_size=8M,capacity=1G"));
-  RunResult r = admin({"config", m.mnt(), "evict_grace=5", "capacity=1K"});
+  RunResult r = run_admin({"config", m.mnt(), "evict_grace=5", "capacity=1K"});
   EXPECT_NE(r.exit_code, 0) << r.output;
-  RunResult g = admin({"config", m.mnt(), "evict_grace", "capacity"});
+  RunResult g = run_admin({"config", m.mnt(), "evict_grace", "capacity"});
   ASSERT_EQ(g.exit_code, 0) << g.output;
   EXPECT_EQ(g.output, "60.0\n1073741824\n") << "a refused setting left others applied";
-  r = admin({"config", m.mnt(), "capacity=2G", "evict_grace=7", "capacity=3G"});
+  r = run_admin({"config", m.mnt(), "capacity=2G", "evict_grace=7", "capacity=3G"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("changed capacity"), std::string::npos) << r.output;
-  g = admin({"config", m.mnt(), "evict_grace", "capacity"});
+  g = run_admin({"config", m.mnt(), "evict_grace", "capacity"});
   EXPECT_EQ(g.output, "7.0\n3221225472\n") << "applied in the order given: the last one wins";
 }
 
@@ -179,20 +174,20 @@ TEST(DaemonOps, StatsLsAndPrefixEviction) {
   for (const char* f : {"p/a/b/x", "p/a/b/y", "p/c/z"})
     ASSERT_TRUE(fs::exists(m.path(f)));  // the kernel now holds their names
 
-  RunResult a = admin({"ls", m.mnt(), "keep1", "--json"});
+  RunResult a = run_admin({"ls", m.mnt(), "keep1", "--json"});
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  RunResult b = admin({"ls", m.mnt(), "keep1", "--json"});
+  RunResult b = run_admin({"ls", m.mnt(), "keep1", "--json"});
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(json_u64(a.output, "last_access_ns"), json_u64(b.output, "last_access_ns"))
       << "kvfs-admin ls refreshed the file's last access:\n"
       << a.output << b.output;
 
-  RunResult e = admin({"evict", m.mnt(), "--prefix", "p", "--force"});
+  RunResult e = run_admin({"evict", m.mnt(), "--prefix", "p", "--force"});
   ASSERT_EQ(e.exit_code, 0) << e.output;
   EXPECT_TRUE(fs::is_directory(m.path("p")));
   EXPECT_FALSE(fs::exists(m.path("p/a"))) << "emptied directories stay";
   EXPECT_FALSE(fs::exists(m.path("p/c")));
-  RunResult s = admin({"stats", m.mnt(), "--json"});
+  RunResult s = run_admin({"stats", m.mnt(), "--json"});
   ASSERT_EQ(s.exit_code, 0) << s.output;
   EXPECT_EQ(json_u64(s.output, "files"), 2u) << s.output;
   EXPECT_EQ(json_u64(s.output, "directories"), 2u) << "the root and p:\n" << s.output;
@@ -234,8 +229,8 @@ TEST(DaemonOps, NoSyslogSocketLogsToVarLogKvfs) {
       "grep -q 'mounted ' '" +
       log +
       "'\n"
-      "pid=$(tr -dc 0-9 < '" +
-      layout::lock_path(m.backing()) +
+      "pid=$(head -n1 '" +
+      layout::lock_path(m.backing(), default_node_id()) +
       "')\n"
       "fusermount3 -u '" +
       m.mnt() +

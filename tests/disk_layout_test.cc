@@ -9,23 +9,30 @@ namespace {
 
 TEST(DiskLayout, NamesAreTheFormatOnes) {
   EXPECT_EQ(super_path("/b"), "/b/kvfs.super");
-  EXPECT_EQ(lock_path("/b"), "/b/kvfs.lock");
+  EXPECT_EQ(super_tmp_path("/b", "n1"), "/b/kvfs.super.n1.tmp");
+  EXPECT_EQ(lock_path("/b", "n1"), "/b/kvfs.n1.lock");
+  EXPECT_EQ(shared_lock_path("/b"), "/b/kvfs.lock");
   EXPECT_EQ(segment_dir("/b"), "/b/segments");
-  EXPECT_STREQ(kSuperTmpName, "kvfs.super.tmp");
+  EXPECT_EQ(direct_probe_path("/b", "n1"), "/b/segments/.direct_probe.n1");
   EXPECT_EQ(kSuperFormat, 1);
 }
 
 TEST(DiskLayout, SegmentNameRoundTrips) {
   EXPECT_EQ(segment_name("host-1", 0x2a), "host-1-000000000000002a.seg");
-  for (uint64_t id : {uint64_t(1), uint64_t(0xabcdef), ~uint64_t(0)})
-    EXPECT_EQ(parse_segment_name(segment_name("n", id)), id);
+  for (const char* node : {"n", "host-1", "a-0000000000000001"})
+    for (uint64_t id : {uint64_t(1), uint64_t(0xabcdef), ~uint64_t(0)}) {
+      const auto parsed = parse_segment_name(segment_name(node, id));
+      ASSERT_TRUE(parsed.has_value()) << node << " " << id;
+      EXPECT_EQ(parsed->node, node);
+      EXPECT_EQ(parsed->id, id);
+    }
 }
 
 TEST(DiskLayout, OtherNamesAreNotSegments) {
   for (const char* n :
        {"", ".seg", "-0000000000000001.seg", "n-0000000000000000.seg", "n-000000000000001.seg",
         "n-00000000000000001.seg", "n-000000000000000A.seg", "n_0000000000000001.seg",
-        "n-0000000000000001.se", "n-0000000000000001.seg.tmp", ".direct_probe"})
+        "n-0000000000000001.se", "n-0000000000000001.seg.tmp", ".direct_probe.n"})
     EXPECT_FALSE(parse_segment_name(n).has_value()) << n;
 }
 

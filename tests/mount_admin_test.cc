@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
@@ -29,11 +30,6 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-RunResult admin(std::vector<std::string> args) {
-  args.insert(args.begin(), KVFS_ADMIN_BIN);
-  return run_command(args);
-}
-
 // kvfs-admin as user nobody (uid/gid 65534, no supplementary groups).
 RunResult admin_as_nobody(std::vector<std::string> args) {
   std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -43,7 +39,7 @@ RunResult admin_as_nobody(std::vector<std::string> args) {
 }
 
 json stats_json(const KvfsMount& m) {
-  RunResult r = admin({"stats", m.mnt(), "--json"});
+  RunResult r = run_admin({"stats", m.mnt(), "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   json j = json::parse(r.output, nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.output;
@@ -91,7 +87,7 @@ std::string slurp(const std::string& path) {
 }
 
 pid_t lock_pid(const std::string& backing) {
-  std::ifstream in(layout::lock_path(backing));
+  std::ifstream in(layout::lock_path(backing, default_node_id()));
   pid_t pid = -1;
   in >> pid;
   return pid;
@@ -134,7 +130,7 @@ TEST(AdminStats, CountsFilesBytesHitsAndMisses) {
   EXPECT_EQ(get(s2, "/misses"), get(s1, "/misses") + 3);
 
   // The other formats carry the same numbers.
-  RunResult prom = admin({"stats", m.mnt(), "--prometheus"});
+  RunResult prom = run_admin({"stats", m.mnt(), "--prometheus"});
   ASSERT_EQ(prom.exit_code, 0) << prom.output;
   EXPECT_NE(prom.output.find("# TYPE kvfs_ram_used_bytes gauge"), std::string::npos);
   EXPECT_NE(prom.output.find("# HELP kvfs_ram_used_bytes "), std::string::npos);
@@ -150,7 +146,7 @@ TEST(AdminStats, CountsFilesBytesHitsAndMisses) {
     EXPECT_EQ(line.rfind("kvfs_", 0), 0u) << line;
     EXPECT_NE(line.find("} "), std::string::npos) << line;
   }
-  RunResult table = admin({"stats", m.mnt()});
+  RunResult table = run_admin({"stats", m.mnt()});
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("RAM tier"), std::string::npos) << table.output;
 
@@ -223,11 +219,11 @@ TEST(AdminEvict, PrefixRemovesExactlyThatSubtree) {
     ASSERT_TRUE(write_file(m.path(p), kept_data.back()));
   }
   // Dirty files are never evicted: write everything first.
-  RunResult f = admin({"flush", m.mnt(), "--wait"});
+  RunResult f = run_admin({"flush", m.mnt(), "--wait"});
   ASSERT_EQ(f.exit_code, 0) << f.output;
 
   // ls shows the subtree with tiers and sizes.
-  RunResult ls = admin({"ls", m.mnt(), "sub", "--json"});
+  RunResult ls = run_admin({"ls", m.mnt(), "sub", "--json"});
   ASSERT_EQ(ls.exit_code, 0) << ls.output;
   json lj = json::parse(ls.output);
   std::set<std::string> names;
@@ -240,19 +236,19 @@ TEST(AdminEvict, PrefixRemovesExactlyThatSubtree) {
     }
   }
   EXPECT_EQ(names, (std::set<std::string>{"a", "b", "deeper"}));
-  RunResult lt = admin({"ls", m.mnt(), m.path("sub")});
+  RunResult lt = run_admin({"ls", m.mnt(), m.path("sub")});
   ASSERT_EQ(lt.exit_code, 0) << lt.output;
   EXPECT_NE(lt.output.find("LAST ACCESS"), std::string::npos) << lt.output;
   EXPECT_NE(lt.output.find("deeper/"), std::string::npos) << lt.output;
 
   const std::string expect =
       "3 files (" + std::to_string(gone_bytes) + " bytes)";  // "evicted N files (B bytes)"
-  RunResult dry = admin({"evict", m.mnt(), "--prefix", "sub", "--dry-run"});
+  RunResult dry = run_admin({"evict", m.mnt(), "--prefix", "sub", "--dry-run"});
   ASSERT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_NE(dry.output.find("would evict " + expect), std::string::npos) << dry.output;
   for (auto& [p, n] : gone) EXPECT_TRUE(exists(m.path(p))) << p << " gone after a dry run";
 
-  RunResult ev = admin({"evict", m.mnt(), "--prefix", m.path("sub")});  // absolute form
+  RunResult ev = run_admin({"evict", m.mnt(), "--prefix", m.path("sub")});  // absolute form
   ASSERT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_NE(ev.output.find("evicted " + expect), std::string::npos) << ev.output;
   for (auto& [p, n] : gone) EXPECT_EQ(stat_errno(m.path(p)), ENOENT) << p;
@@ -264,7 +260,7 @@ TEST(AdminEvict, PrefixRemovesExactlyThatSubtree) {
   EXPECT_EQ(get(stats_json(m), "/evictions/admin"), 3u);
 
   // One file by its relative path.
-  RunResult one = admin({"evict", m.mnt(), "--path", "other/e"});
+  RunResult one = run_admin({"evict", m.mnt(), "--path", "other/e"});
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("evicted 1 files (" + std::to_string(kMiB) + " bytes)"),
             std::string::npos)
@@ -274,41 +270,41 @@ TEST(AdminEvict, PrefixRemovesExactlyThatSubtree) {
 
   // Errors: a name that does not exist is the daemon's ENOENT (exit 3); a
   // path outside the mount and a missing mode are usage errors (exit 1).
-  RunResult missing = admin({"evict", m.mnt(), "--path", "nope"});
+  RunResult missing = run_admin({"evict", m.mnt(), "--path", "nope"});
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
   EXPECT_NE(missing.output.find("No such file"), std::string::npos) << missing.output;
-  EXPECT_EQ(admin({"evict", m.mnt(), "--path", "/etc/passwd"}).exit_code, 1);
-  EXPECT_EQ(admin({"evict", m.mnt()}).exit_code, 1);
-  EXPECT_EQ(admin({"evict", m.mnt(), "--all", "--prefix", "sub"}).exit_code, 1);
-  EXPECT_EQ(admin({"evict", m.mnt(), "--older-than", "5x"}).exit_code, 1);
-  EXPECT_EQ(admin({"evict", m.mnt(), "--to-size", "lots"}).exit_code, 1);
+  EXPECT_EQ(run_admin({"evict", m.mnt(), "--path", "/etc/passwd"}).exit_code, 1);
+  EXPECT_EQ(run_admin({"evict", m.mnt()}).exit_code, 1);
+  EXPECT_EQ(run_admin({"evict", m.mnt(), "--all", "--prefix", "sub"}).exit_code, 1);
+  EXPECT_EQ(run_admin({"evict", m.mnt(), "--older-than", "5x"}).exit_code, 1);
+  EXPECT_EQ(run_admin({"evict", m.mnt(), "--to-size", "lots"}).exit_code, 1);
 }
 
 TEST(AdminConfig, CapacityTakesEffect) {
   KvfsMount m;
   ASSERT_TRUE(m.mount_ok());
-  RunResult set = admin({"config", m.mnt(), "capacity=3G"});
+  RunResult set = run_admin({"config", m.mnt(), "capacity=3G"});
   ASSERT_EQ(set.exit_code, 0) << set.output;
   struct statvfs v;
   ASSERT_EQ(::statvfs(m.mnt().c_str(), &v), 0);
   EXPECT_EQ(uint64_t(v.f_blocks) * v.f_frsize, 3ull << 30);
 
-  RunResult all = admin({"config", m.mnt()});
+  RunResult all = run_admin({"config", m.mnt()});
   ASSERT_EQ(all.exit_code, 0) << all.output;
   EXPECT_NE(all.output.find("capacity"), std::string::npos) << all.output;
   EXPECT_NE(all.output.find("3G (3221225472 bytes)"), std::string::npos) << all.output;
-  RunResult one = admin({"config", m.mnt(), "capacity"});
+  RunResult one = run_admin({"config", m.mnt(), "capacity"});
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_EQ(one.output, "3221225472\n");
 
-  RunResult ram = admin({"config", m.mnt(), "ram_size=128M", "evict_grace=5"});
+  RunResult ram = run_admin({"config", m.mnt(), "ram_size=128M", "evict_grace=5"});
   ASSERT_EQ(ram.exit_code, 0) << ram.output;
   EXPECT_EQ(get(stats_json(m), "/ram/capacity_bytes"), 128 * kMiB);
-  EXPECT_EQ(admin({"config", m.mnt(), "evict_grace"}).output, "5.0\n");
+  EXPECT_EQ(run_admin({"config", m.mnt(), "evict_grace"}).output, "5.0\n");
 
-  EXPECT_EQ(admin({"config", m.mnt(), "capacity=lots"}).exit_code, 3);
-  EXPECT_EQ(admin({"config", m.mnt(), "no_such_key=1"}).exit_code, 3);
-  EXPECT_EQ(admin({"config", m.mnt(), "no_such_key"}).exit_code, 1);
+  EXPECT_EQ(run_admin({"config", m.mnt(), "capacity=lots"}).exit_code, 3);
+  EXPECT_EQ(run_admin({"config", m.mnt(), "no_such_key=1"}).exit_code, 3);
+  EXPECT_EQ(run_admin({"config", m.mnt(), "no_such_key"}).exit_code, 1);
   // A refused setting changed nothing.
   ASSERT_EQ(::statvfs(m.mnt().c_str(), &v), 0);
   EXPECT_EQ(uint64_t(v.f_blocks) * v.f_frsize, 3ull << 30);
@@ -339,10 +335,10 @@ TEST(AdminPermissions, OtherUsersMayLookButNotTouch) {
     EXPECT_NE(r.output.find("Operation not permitted"), std::string::npos) << r.output;
   }
   EXPECT_TRUE(exists(m.path("f")));
-  RunResult cap = admin({"config", m.mnt(), "capacity"});
+  RunResult cap = run_admin({"config", m.mnt(), "capacity"});
   EXPECT_NE(cap.output, std::to_string(1ull << 30) + "\n");
   // Root may.
-  RunResult ev = admin({"evict", m.mnt(), "--all", "--force"});
+  RunResult ev = run_admin({"evict", m.mnt(), "--all", "--force"});
   EXPECT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_NE(ev.output.find("evicted 1 files"), std::string::npos) << ev.output;
 
@@ -355,23 +351,23 @@ TEST(AdminPermissions, OtherUsersMayLookButNotTouch) {
 }
 
 TEST(AdminErrors, NotAKvfsMount) {
-  RunResult tmp = admin({"stats", "/tmp"});
+  RunResult tmp = run_admin({"stats", "/tmp"});
   EXPECT_EQ(tmp.exit_code, 2) << tmp.output;
   EXPECT_NE(tmp.output.find("not a kvfs mount"), std::string::npos) << tmp.output;
-  EXPECT_EQ(admin({"flush", "/nonexistent-kvfs-dir"}).exit_code, 2);
-  EXPECT_EQ(admin({"fsck", "/tmp"}).exit_code, 2);  // no kvfs.super: refused, untouched
+  EXPECT_EQ(run_admin({"flush", "/nonexistent-kvfs-dir"}).exit_code, 2);
+  EXPECT_EQ(run_admin({"fsck", "/tmp"}).exit_code, 2);  // no kvfs.super: refused, untouched
   EXPECT_FALSE(exists(layout::super_path("/tmp")));
-  EXPECT_EQ(admin({}).exit_code, 1);
-  EXPECT_EQ(admin({"no-such-command"}).exit_code, 1);
-  EXPECT_EQ(admin({"--help"}).exit_code, 0);
+  EXPECT_EQ(run_admin({}).exit_code, 1);
+  EXPECT_EQ(run_admin({"no-such-command"}).exit_code, 1);
+  EXPECT_EQ(run_admin({"--help"}).exit_code, 0);
 
   KvfsMount m;
   ASSERT_TRUE(m.mount_ok());
   ASSERT_EQ(::mkdir(m.path("d").c_str(), 0755), 0);
   // A directory inside the mount is not the mount point.
-  RunResult sub = admin({"stats", m.path("d")});
+  RunResult sub = run_admin({"stats", m.path("d")});
   EXPECT_EQ(sub.exit_code, 2) << sub.output;
-  RunResult ver = admin({"version", m.mnt()});
+  RunResult ver = run_admin({"version", m.mnt()});
   EXPECT_EQ(ver.exit_code, 0) << ver.output;
   EXPECT_NE(ver.output.find("kvfs daemon"), std::string::npos) << ver.output;
 }
@@ -384,13 +380,13 @@ TEST(AdminFsck, CleanThenDetectsACorruptBlock) {
   ASSERT_EQ(::mkdir(m.path("dir").c_str(), 0755), 0);
   ASSERT_TRUE(write_file(m.path("dir/small"), random_bytes(3000, 43)));
   // The daemon holds the backing dir: offline tools refuse.
-  RunResult busy = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult busy = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_EQ(busy.exit_code, 2) << busy.output;
   EXPECT_NE(busy.output.find("in use"), std::string::npos) << busy.output;
-  EXPECT_EQ(admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()}).exit_code, 2);
+  EXPECT_EQ(run_admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()}).exit_code, 2);
   m.unmount();
 
-  RunResult clean = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult clean = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   ASSERT_EQ(clean.exit_code, 0) << clean.output;
   EXPECT_NE(clean.output.find("\nclean"), std::string::npos) << clean.output;
   EXPECT_NE(clean.output.find("2 files"), std::string::npos) << clean.output;
@@ -411,7 +407,7 @@ TEST(AdminFsck, CleanThenDetectsACorruptBlock) {
     break;
   }
   ASSERT_TRUE(flipped) << "big.bin's bytes not found in any segment";
-  RunResult bad = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult bad = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_EQ(bad.exit_code, 4) << bad.output;
   EXPECT_NE(bad.output.find("checksum"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("/big.bin"), std::string::npos) << bad.output;
@@ -429,7 +425,7 @@ TEST(AdminLs, NamesEveryFileTypeAndOfflineToolsReadThem) {
   ASSERT_EQ(::mknod(m.path("sock").c_str(), S_IFSOCK | 0644, 0), 0);
   ASSERT_EQ(::mknod(m.path("chr").c_str(), S_IFCHR | 0644, makedev(1, 3)), 0);
   ASSERT_EQ(::mknod(m.path("blk").c_str(), S_IFBLK | 0644, makedev(7, 300)), 0);
-  RunResult ls = admin({"ls", m.mnt(), "--json"});
+  RunResult ls = run_admin({"ls", m.mnt(), "--json"});
   ASSERT_EQ(ls.exit_code, 0) << ls.output;
   std::map<std::string, std::string> types;
   const json lj = json::parse(ls.output);
@@ -442,11 +438,11 @@ TEST(AdminLs, NamesEveryFileTypeAndOfflineToolsReadThem) {
                                                        {"link", "symlink"},
                                                        {"sock", "socket"}}));
   m.unmount();
-  RunResult clean = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult clean = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   ASSERT_EQ(clean.exit_code, 0) << clean.output;
   EXPECT_NE(clean.output.find("8 inodes"), std::string::npos) << clean.output;
   fs::remove_all(m.index_dir());
-  RunResult rb = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  RunResult rb = run_admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
   ASSERT_EQ(rb.exit_code, 0) << rb.output;
   ASSERT_TRUE(m.mount_ok());
   struct stat st;
@@ -469,13 +465,13 @@ TEST(AdminRebuildIndex, RecreatesADeletedIndex) {
   fs::remove_all(m.index_dir(), ec);
   ASSERT_FALSE(exists(m.index_dir()));
 
-  RunResult r = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  RunResult r = run_admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("index rebuilt"), std::string::npos) << r.output;
   EXPECT_TRUE(exists(m.index_dir() + "/CURRENT"));
   // fsck reads the rebuilt index itself (it falls back to the segments, with
   // a warning, only when the index is missing or not this backing dir's).
-  RunResult f = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult f = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_EQ(f.exit_code, 0) << f.output;
   EXPECT_NE(f.output.find("index: " + m.index_dir()), std::string::npos) << f.output;
   EXPECT_NE(f.output.find("5 files"), std::string::npos) << f.output;

@@ -40,12 +40,6 @@ void copy_dir(const std::string& from, const std::string& to) {
   fs::copy(from, to, fs::copy_options::recursive);
 }
 
-RunResult admin(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{KVFS_ADMIN_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_command(argv);
-}
-
 // Every file of `want` present and bit-exact; "" or what is wrong.
 std::string check_all(const KvfsMount& m, const std::map<std::string, std::string>& want) {
   for (auto& [name, data] : want) {
@@ -85,7 +79,7 @@ TEST(CatchUp, IndexCopyFromBeforeAKillIsCaughtUp) {
   copy_dir(saved, m.index_dir());
 
   // fsck: the index is behind the segments, by how much, and not "clean".
-  RunResult f = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  RunResult f = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_NE(f.exit_code, 0) << f.output;
   EXPECT_NE(f.output.find("the index is behind the segments"), std::string::npos) << f.output;
   EXPECT_EQ(f.output.find("\nclean"), std::string::npos) << f.output;
@@ -101,9 +95,9 @@ TEST(CatchUp, IndexCopyFromBeforeAKillIsCaughtUp) {
   EXPECT_EQ(all.find("rebuilding the index"), std::string::npos) << "caught up, not rebuilt";
   m.unmount();
 
-  f = admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
+  f = run_admin({"fsck", m.backing(), "--index-dir", m.index_dir()});
   EXPECT_EQ(f.exit_code, 0) << f.output;
-  RunResult r = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  RunResult r = run_admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(m.mount_ok(opts));
   EXPECT_EQ(check_all(m, want), "") << "after rebuild-index";
@@ -146,7 +140,7 @@ TEST(CatchUp, RemovedNamesNeverComeBackAfterReclamationAndRebuild) {
       removed.insert(tmp);
       renamed[t] = data;
     } else {
-      RunResult e = admin({"evict", m.mnt(), "--path", v, "--force"});
+      RunResult e = run_admin({"evict", m.mnt(), "--path", v, "--force"});
       ASSERT_EQ(e.exit_code, 0) << e.output;
       removed.insert(v);
     }
@@ -170,7 +164,7 @@ TEST(CatchUp, RemovedNamesNeverComeBackAfterReclamationAndRebuild) {
   for (auto& n : removed) EXPECT_FALSE(before.count(n)) << n;
   m.unmount();
 
-  RunResult r = admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
+  RunResult r = run_admin({"rebuild-index", m.backing(), "--index-dir", m.index_dir()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(m.mount_ok(opts));
   // A clean unmount wrote everything: the rebuilt index shows exactly the

@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 
+#include "core/config.h"
 #include "core/disk_layout.h"
 #include "core/mounts.h"
 
@@ -122,6 +123,11 @@ KvfsMount::~KvfsMount() {
       std::filesystem::remove(e.path(), ec);
 }
 
+RunResult run_admin(std::vector<std::string> args) {
+  args.insert(args.begin(), KVFS_ADMIN_BIN);
+  return run_command(args);
+}
+
 RunResult KvfsMount::mount(const std::string& opts) {
   std::string o = "index_dir=" + index_;
   if (opts.find("ram_size=") == std::string::npos) o += ",ram_size=256M";
@@ -129,7 +135,13 @@ RunResult KvfsMount::mount(const std::string& opts) {
   if (!opts.empty()) o += "," + opts;
   RunResult r = run_command({kvfs_binary(), backing_, mnt_, "-o", o});
   if (r.exit_code == 0) {
-    std::ifstream lock(layout::lock_path(backing_));
+    // The lock of the node the options name (node_id=), else the host's.
+    std::string node = default_node_id();
+    if (const size_t at = o.rfind("node_id="); at != std::string::npos) {
+      const size_t from = at + 8;
+      node = o.substr(from, o.find(',', from) - from);  // npos - from: to the end
+    }
+    std::ifstream lock(layout::lock_path(backing_, node));
     lock >> pid_;
     std::lock_guard l(g_mu);
     g_pids.insert(pid_);

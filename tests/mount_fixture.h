@@ -23,6 +23,8 @@ struct RunResult {
 
 // Runs a command (argv[0] looked up in PATH) and captures its output.
 RunResult run_command(const std::vector<std::string>& argv);
+// Runs the built kvfs-admin with these arguments.
+RunResult run_admin(std::vector<std::string> args);
 
 class KvfsMount {
  public:

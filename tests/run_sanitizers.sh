@@ -8,8 +8,8 @@
 #   asan (default): build-asan, -fsanitize=address,undefined, every test.
 #   tsan:           build-tsan, -fsanitize=thread, the concurrency tests
 #                   (the unit tests of the parts that run threads or are
-#                   shared by them, mount_races_test, mount_stall_test and
-#                   mount_prefetch_test;
+#                   shared by them, mount_races_test, mount_stall_test,
+#                   mount_prefetch_test and mount_nodes_test;
 #                   the rest of the mount tests run one client at a time
 #                   and would add most of an hour under TSan).
 #
@@ -42,8 +42,9 @@ case "$mode" in
     build=build-tsan
     sanitize="thread"
     targets=(kvfs block_store_test evictor_test recovery_test backing_io_test space_budget_test
-      flusher_test namespace_test file_data_test prefetcher_test mount_races_test mount_stall_test mount_prefetch_test)
-    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest)\.|^mount_(races|stall|prefetch)_test$")
+      flusher_test namespace_test file_data_test prefetcher_test mount_races_test mount_stall_test
+      mount_prefetch_test mount_nodes_test segment_store_test)
+    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentStoreTest)\.|^mount_(races|stall|prefetch|nodes)_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2

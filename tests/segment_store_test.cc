@@ -1,16 +1,22 @@
 // SegmentStore and SegmentWriter on a real backing directory (no FUSE): what
 // a record written and synced reads back as, what a damaged or torn one reads
-// as, the lock that keeps a second daemon out, preallocation, deletion and
+// as, the locks that keep a second daemon of a node out while other nodes
+// share the dir, preallocation, deletion and
 // the live-bytes accounting the evictor decides by.
 #include "core/segment_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "core/disk_layout.h"
 
 namespace kvfs {
 namespace {
@@ -205,6 +211,93 @@ TEST_F(SegmentStoreTest, ASecondOwnerIsRefusedAndAReopenListsTheSegments) {
   ASSERT_TRUE(w.ok());
   EXPECT_GT((*w)->id(), old_id);  // ids are never reused
   EXPECT_EQ((*again)->list().size(), 2u);
+}
+
+TEST_F(SegmentStoreTest, NodesShareTheDirEachListingOnlyItsOwnSegments) {
+  StoreConfig b = cfg_;
+  b.node_id = "other-node";
+  b.lock_wait_s = 0;
+  auto nb = SegmentStore::Open(b);
+  ASSERT_TRUE(nb.ok()) << nb.status().ToString();  // another node: no conflict
+  EXPECT_EQ((*nb)->backing_id(), store_->backing_id());
+  for (SegmentStore* s : {store_.get(), nb->get()}) {
+    auto w = s->new_writer();
+    ASSERT_TRUE(w.ok());
+    write_file(**w, 1, {block(4096, s == store_.get() ? 'a' : 'b')}, 4096);
+    ASSERT_TRUE((*w)->sync().ok());
+  }
+  // Both took id 1: ids are per node, the file names differ.
+  EXPECT_EQ(store_->list().size(), 1u);
+  EXPECT_EQ((*nb)->list().size(), 1u);
+  EXPECT_NE(store_->list()[0].path, (*nb)->list()[0].path);
+  // A second store of that node is refused while the first holds it.
+  auto twin = SegmentStore::Open(b);
+  EXPECT_EQ(twin.status().code(), Status::Code::kBusy) << twin.status().ToString();
+  nb->reset();
+  store_.reset();
+  auto again = SegmentStore::Open(b);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ((*again)->list().size(), 1u);
+  EXPECT_NE((*again)->list()[0].path.find("/other-node-"), std::string::npos);
+}
+
+TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) {
+  for (int round = 0; round < 20; ++round) {
+    char t[] = "/tmp/kvfs-segs-race-XXXXXX";
+    const std::string dir = ::mkdtemp(t);
+    constexpr int kNodes = 4;
+    std::vector<std::unique_ptr<SegmentStore>> stores(kNodes);
+    std::vector<std::string> errors(kNodes);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kNodes; ++i)
+      ts.emplace_back([&, i] {
+        StoreConfig c = cfg_;
+        c.backing_dir = dir;
+        c.node_id = "n" + std::to_string(i);
+        auto s = SegmentStore::Open(c);
+        if (s.ok())
+          stores[i] = std::move(*s);
+        else
+          errors[i] = s.status().ToString();
+      });
+    for (auto& t : ts) t.join();
+    for (int i = 0; i < kNodes; ++i) {
+      ASSERT_TRUE(stores[i]) << errors[i];
+      EXPECT_EQ(stores[i]->backing_id(), stores[0]->backing_id()) << "round " << round;
+    }
+    stores.clear();
+    // Only the superblock, the locks and segments/ are left: no tmp file.
+    for (auto& e : fs::directory_iterator(dir)) {
+      const std::string n = e.path().filename().string();
+      EXPECT_TRUE(n == "kvfs.super" || n == "kvfs.lock" || n == "segments" ||
+                  (n.rfind("kvfs.n", 0) == 0 && n.size() > 5 && n.substr(n.size() - 5) == ".lock"))
+          << n;
+    }
+    fs::remove_all(dir);
+  }
+}
+
+TEST_F(SegmentStoreTest, AKvfsThatTakesTheWholeDirKeepsNodesOutAndTheyIt) {
+  StoreConfig b = cfg_;
+  b.node_id = "late";
+  b.lock_wait_s = 0;
+  store_.reset();
+  // What a kvfs of one node per dir did: kvfs.lock, exclusively.
+  const int fd = ::open(layout::shared_lock_path(root_).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  auto s = SegmentStore::Open(b);
+  EXPECT_EQ(s.status().code(), Status::Code::kBusy);
+  EXPECT_NE(s.status().message().find("does not share"), std::string::npos)
+      << s.status().ToString();
+  ::close(fd);
+  auto ok = SegmentStore::Open(b);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  // And while a node runs, such a kvfs cannot take the dir.
+  const int fd2 = ::open(layout::shared_lock_path(root_).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd2, 0);
+  EXPECT_NE(::flock(fd2, LOCK_EX | LOCK_NB), 0);
+  ::close(fd2);
 }
 
 TEST_F(SegmentStoreTest, LiveBytesAndDeletion) {

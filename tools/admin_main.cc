@@ -6,7 +6,8 @@
 // may change what (root or the user who mounted); this tool only reports its
 // answer.
 // Offline commands (fsck, rebuild-index) use the core library directly; the
-// backing dir's lock makes them refuse while a daemon owns the directory.
+// node's lock makes them refuse while the node's daemon runs. nodes only
+// reads the backing dir.
 //
 // Exit status: 0 ok, 1 usage, 2 not a kvfs mount / cannot reach the daemon /
 // backing dir unusable, 3 the daemon refused the request (its errno is shown),
@@ -14,7 +15,8 @@
 //
 // The parts: admin_main.cc (command line), admin_client.* (the control file),
 // admin_online.* (stats, evict, flush, ls, config, version), admin_format.*
-// (output), admin_offline.* (fsck, rebuild-index), admin_exit.h (exit codes).
+// (output), admin_offline.* (fsck, rebuild-index), admin_nodes.* (nodes),
+// admin_exit.h (exit codes).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "tools/admin_exit.h"
+#include "tools/admin_nodes.h"
 #include "tools/admin_offline.h"
 #include "tools/admin_online.h"
 
@@ -102,6 +105,8 @@ int run(int argc, char** argv) {
   fsck->add_option("BACKING_DIR", fo.backing, "backing directory")->required();
   fsck->add_option("--index-dir", fo.index_dir, "index location (default /var/lib/kvfs/<id>)")
       ->type_name("DIR");
+  fsck->add_option("--node-id", fo.node_id, "the node's segments and index (default: host name)")
+      ->type_name("NAME");
 
   OfflineOpts ro;
   auto* rebuild =
@@ -109,6 +114,13 @@ int run(int argc, char** argv) {
   rebuild->add_option("BACKING_DIR", ro.backing, "backing directory")->required();
   rebuild->add_option("--index-dir", ro.index_dir, "index location (default /var/lib/kvfs/<id>)")
       ->type_name("DIR");
+  rebuild->add_option("--node-id", ro.node_id, "the node's segments and index (default: host name)")
+      ->type_name("NAME");
+
+  NodesOpts no;
+  auto* nodes = app.add_subcommand("nodes", "list the nodes sharing a backing dir");
+  nodes->add_option("BACKING_DIR", no.backing, "backing directory")->required();
+  nodes->add_flag("--json", no.json_out, "print JSON");
 
   try {
     app.parse(argc, argv);
@@ -123,6 +135,7 @@ int run(int argc, char** argv) {
   if (*ls) return cmd_ls(lo);
   if (*config) return cmd_config(config_mount, config_args);
   if (*version) return cmd_version(version_mount);
+  if (*nodes) return cmd_nodes(no);
   if (*fsck) {
     setup_logging();
     return cmd_fsck(fo);

@@ -97,7 +97,7 @@ class Progress {
   int last_pct_ = -1;
 };
 
-std::unique_ptr<SegmentStore> open_backing(const std::string& dir) {
+std::unique_ptr<SegmentStore> open_backing(const std::string& dir, const std::string& node_id) {
   char buf[PATH_MAX];
   if (!::realpath(dir.c_str(), buf)) fail(kExitUnreachable, dir + ": " + errno_text(errno));
   struct stat st;
@@ -110,6 +110,7 @@ std::unique_ptr<SegmentStore> open_backing(const std::string& dir) {
          dir + " is not a kvfs backing directory (no " + layout::kSuperName + ")");
   StoreConfig cfg;
   cfg.backing_dir = buf;
+  cfg.node_id = node_id;
   cfg.direct_io = false;
   auto s = SegmentStore::Open(cfg);
   if (!s.ok()) {
@@ -129,9 +130,9 @@ bool looks_like_rocksdb_dir(const std::string& dir) {
       const size_t l = std::strlen(suf);
       return n.size() >= l && n.compare(n.size() - l, l, suf) == 0;
     };
-    if (n == "CURRENT" || n == "IDENTITY" || n == "LOCK" || n.rfind("LOG", 0) == 0 ||
-        n.rfind("MANIFEST-", 0) == 0 || n.rfind("OPTIONS-", 0) == 0 || ends(".sst") ||
-        ends(".log") || ends(".blob") || ends(".dbtmp"))
+    if (n == layout::kIndexLockName || n == "CURRENT" || n == "IDENTITY" || n == "LOCK" ||
+        n.rfind("LOG", 0) == 0 || n.rfind("MANIFEST-", 0) == 0 || n.rfind("OPTIONS-", 0) == 0 ||
+        ends(".sst") || ends(".log") || ends(".blob") || ends(".dbtmp"))
       continue;
     return false;
   }
@@ -143,7 +144,7 @@ class Fsck {
   explicit Fsck(const OfflineOpts& o) : o_(o) {}
 
   int run() {
-    segs_ = open_backing(o_.backing);
+    segs_ = open_backing(o_.backing, o_.node_id);
     std::printf("kvfs fsck %s (backing id %s)\n", o_.backing.c_str(), segs_->backing_id().c_str());
     scan_segments();
     load_snapshots();
@@ -207,7 +208,8 @@ class Fsck {
   }
 
   void load_snapshots() {
-    index_dir_ = o_.index_dir.empty() ? default_index_dir(segs_->backing_id()) : o_.index_dir;
+    index_dir_ =
+        o_.index_dir.empty() ? default_index_dir(segs_->backing_id(), o_.node_id) : o_.index_dir;
     if (!fs::exists(fs::path(index_dir_) / "CURRENT")) {
       warning("no index at " + index_dir_ +
               " (kvfs rebuilds it from the segments at the next mount); checking the "
@@ -226,6 +228,11 @@ class Fsck {
               (id.ok() ? "belongs to another backing directory (" + *id + ")"
                        : "carries no backing id") +
               "; kvfs rebuilds it at the next mount; checking the segments instead");
+      return from_segments();
+    }
+    if (auto owner = (*idx)->get_meta("node"); owner.ok() && *owner != segs_->node()) {
+      problem("the index at " + index_dir_ + " belongs to node '" + *owner + "', not '" +
+              segs_->node() + "' (kvfs refuses to mount it; give --node-id " + *owner + ")");
       return from_segments();
     }
     Status s = (*idx)->load_all([&](InodeSnapshot&& snap) { snaps_.push_back(std::move(snap)); });
@@ -415,8 +422,9 @@ int cmd_fsck(const OfflineOpts& o) {
 }
 
 int cmd_rebuild_index(const OfflineOpts& o) {
-  auto segs = open_backing(o.backing);
-  const std::string dir = o.index_dir.empty() ? default_index_dir(segs->backing_id()) : o.index_dir;
+  auto segs = open_backing(o.backing, o.node_id);
+  const std::string dir =
+      o.index_dir.empty() ? default_index_dir(segs->backing_id(), o.node_id) : o.index_dir;
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) fail(kExitUnreachable, dir + " is not a directory");

@@ -1,6 +1,6 @@
 // kvfs-admin's offline commands on an unmounted backing directory: fsck and
-// rebuild-index. They use the core library directly; the backing dir's lock
-// makes them refuse while a daemon owns the directory. Each returns the exit
+// rebuild-index. They use the core library directly, on one node's segments
+// and index; the node's lock makes them refuse while its daemon runs. Each returns the exit
 // status or throws Failure (tools/admin_exit.h).
 #pragma once
 
@@ -10,6 +10,7 @@ namespace kvfs::admin {
 
 struct OfflineOpts {
   std::string backing, index_dir;
+  std::string node_id;  // the node whose segments and index to use ("": the host's)
   bool verbose = false;
 };
 

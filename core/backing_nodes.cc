@@ -1,0 +1,82 @@
+#include "core/backing_nodes.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "core/disk_layout.h"
+
+namespace kvfs {
+namespace {
+
+// "kvfs.<node>.lock" -> node; "" for any other name (kvfs.lock included).
+std::string lock_node(const std::string& name) {
+  const std::string pre = "kvfs.", suf = ".lock";
+  if (name.size() <= pre.size() + suf.size() || name.compare(0, pre.size(), pre) != 0 ||
+      name.compare(name.size() - suf.size(), suf.size(), suf) != 0)
+    return "";
+  return name.substr(pre.size(), name.size() - pre.size() - suf.size());
+}
+
+void probe_lock(const std::string& path, BackingNode* n) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char b[4096] = {0};
+  const ssize_t got = ::pread(fd, b, sizeof(b) - 1, 0);
+  std::istringstream in(std::string(b, got > 0 ? size_t(got) : 0));
+  std::getline(in, n->pid);
+  std::getline(in, n->host);
+  std::getline(in, n->mount);
+  // Shared: it conflicts only with the holder's exclusive lock.
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0)
+    ::flock(fd, LOCK_UN);
+  else
+    n->running = errno == EWOULDBLOCK;
+  ::close(fd);
+}
+
+}  // namespace
+
+Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing) {
+  std::map<std::string, BackingNode> nodes;
+  auto at = [&](const std::string& name) -> BackingNode& {
+    BackingNode& n = nodes[name];
+    n.node = name;
+    return n;
+  };
+  const std::string seg_dir = layout::segment_dir(backing);
+  if (DIR* d = ::opendir(seg_dir.c_str())) {
+    while (dirent* de = ::readdir(d)) {
+      const auto parsed = layout::parse_segment_name(de->d_name);
+      if (!parsed) continue;
+      struct stat st;
+      // A segment deleted while we look is simply not counted.
+      if (::stat((seg_dir + "/" + de->d_name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      BackingNode& n = at(parsed->node);
+      ++n.segments;
+      n.bytes += uint64_t(st.st_size);
+    }
+    ::closedir(d);
+  } else if (errno != ENOENT) {
+    return Status::FromErrno(errno, "opendir " + seg_dir);
+  }
+  DIR* d = ::opendir(backing.c_str());
+  if (!d) return Status::FromErrno(errno, "opendir " + backing);
+  std::vector<std::string> locks;
+  while (dirent* de = ::readdir(d))
+    if (std::string node = lock_node(de->d_name); !node.empty()) locks.push_back(node);
+  ::closedir(d);
+  for (const std::string& node : locks) probe_lock(layout::lock_path(backing, node), &at(node));
+  std::vector<BackingNode> v;
+  for (auto& [_, n] : nodes) v.push_back(std::move(n));
+  return v;
+}
+
+}  // namespace kvfs

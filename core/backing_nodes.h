@@ -1,0 +1,30 @@
+// The nodes of a backing directory, as its files show them: every node that
+// has a segment or a lock file there, its segments and bytes, and whether
+// its daemon holds its lock now. Read-only: it opens lock files to probe
+// them (a shared flock, released at once) and never writes or deletes.
+//
+// What kvfs-admin nodes prints; the daemon does not use it. Thread-safe (no
+// state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kvfs {
+
+struct BackingNode {
+  std::string node;
+  uint64_t segments = 0;
+  uint64_t bytes = 0;    // of its segment files
+  bool running = false;  // its lock is held (by its daemon, or fsck/rebuild-index)
+  // The lock file's last holder (pid, host, mount point; empty if none).
+  std::string pid, host, mount;
+};
+
+// Sorted by node name.
+Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing);
+
+}  // namespace kvfs
