@@ -50,12 +50,8 @@ use_build() {
 need_root() { [[ $(id -u) == 0 ]] || die "must run as root${1:+ ($1)}"; }
 
 # shellcheck disable=SC2015 # no pid (not mounted) is not an error
-# The daemon's pid: the first line of the newest node lock file (kvfs.<node>.lock).
-kvfs_pid() {
-  local f
-  f=$(ls -t "$BACKING"/kvfs.*.lock 2>/dev/null | head -n1)
-  [[ -n $f && -s $f ]] && head -n1 "$f" | tr -dc 0-9 || true
-}
+# The daemon's pid: the first line of the dir's lock (the benches mount without node_id).
+kvfs_pid() { [[ -s $BACKING/kvfs.lock ]] && head -n1 "$BACKING/kvfs.lock" | tr -dc 0-9 || true; }
 
 # mount_kvfs RAM_SIZE [OPTIONS]: KVFS_OPTS go last, after the script's own.
 mount_kvfs() {

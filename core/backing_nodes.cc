@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/config.h"
 #include "core/disk_layout.h"
 
 namespace kvfs {
@@ -44,6 +45,10 @@ void probe_lock(const std::string& path, BackingNode* n) {
 
 }  // namespace
 
+bool backing_is_shared(const std::string& backing) {
+  return ::access(layout::shared_marker_path(backing).c_str(), F_OK) == 0;
+}
+
 Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing) {
   std::map<std::string, BackingNode> nodes;
   auto at = [&](const std::string& name) -> BackingNode& {
@@ -74,6 +79,15 @@ Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing) 
     if (std::string node = lock_node(de->d_name); !node.empty()) locks.push_back(node);
   ::closedir(d);
   for (const std::string& node : locks) probe_lock(layout::lock_path(backing, node), &at(node));
+  if (!backing_is_shared(backing)) {
+    BackingNode owner;
+    probe_lock(layout::shared_lock_path(backing), &owner);
+    if (owner.running && !owner.host.empty()) {
+      BackingNode& n = at(node_id_of_host(owner.host));
+      n.running = true;
+      n.pid = owner.pid, n.host = owner.host, n.mount = owner.mount;
+    }
+  }
   std::vector<BackingNode> v;
   for (auto& [_, n] : nodes) v.push_back(std::move(n));
   return v;

@@ -19,12 +19,16 @@ struct BackingNode {
   std::string node;
   uint64_t segments = 0;
   uint64_t bytes = 0;    // of its segment files
-  bool running = false;  // its lock is held (by its daemon, or fsck/rebuild-index)
+  bool running = false;  // its lock is held exclusively (its daemon, or fsck/rebuild-index)
   // The lock file's last holder (pid, host, mount point; empty if none).
   std::string pid, host, mount;
 };
 
-// Sorted by node name.
+// Sorted by node name. In a dir owned by one kvfs without node_id (not
+// shared), its segments may carry several names (its host's over time);
+// the running owner is listed under its host's name.
 Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing);
+// The dir is marked as shared by nodes (kvfs.shared).
+bool backing_is_shared(const std::string& backing);
 
 }  // namespace kvfs

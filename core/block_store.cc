@@ -45,7 +45,6 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   std::filesystem::create_directories(s->cfg_.index_dir, ec);
   if (ec) return Status::FromErrno(ec.value(), "index directory " + s->cfg_.index_dir);
   ::chmod(s->cfg_.index_dir.c_str(), 0700);
-  KVFS_RETURN_IF_ERROR(s->lock_index_dir());
   if (s->cfg_.capacity == 0) {
     // Default: 80 % of what kvfs may use here, its segments plus free space.
     struct statvfs v;

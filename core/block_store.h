@@ -261,9 +261,6 @@ class BlockStore {
  private:
   BlockStore(const StoreConfig& cfg, const Clock* clock);
   Status load();
-  // flock()s <index_dir>/kvfs.lock: one kvfs per index, whatever the backing
-  // dirs and nodes (a second one would rebuild the first's live index).
-  Status lock_index_dir();
   // Reads every inode of the index into the namespace (not yet linked).
   Status scan_index(IndexBatch* drop, uint64_t* max_seq);
   Result<InodeRef> node(uint64_t ino);
@@ -288,11 +285,6 @@ class BlockStore {
   CatchUpStats catch_up_;
   std::unique_ptr<BackingIo> io_;  // first made, last destroyed: the parts use it
   std::unique_ptr<SegmentStore> segs_;
-  struct FdHolder {
-    int fd = -1;
-    ~FdHolder();
-  };
-  FdHolder index_lock_;  // before index_: released after the index is closed
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<FileData> data_;

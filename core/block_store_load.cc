@@ -1,8 +1,6 @@
 // BlockStore at mount: opening the index (rebuilding it when it is missing,
 // foreign or unreadable), catching it up with the segment log, and loading
 // every inode into the namespace.
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,7 +8,6 @@
 #include <thread>
 
 #include "core/block_store.h"
-#include "core/disk_layout.h"
 #include "core/flusher.h"
 #include "core/index.h"
 #include "core/log.h"
@@ -90,21 +87,6 @@ Status BlockStore::scan_index(IndexBatch* drop, uint64_t* max_seq) {
   return Status::OK();
 }
 
-BlockStore::FdHolder::~FdHolder() {
-  if (fd >= 0) ::close(fd);
-}
-
-Status BlockStore::lock_index_dir() {
-  const std::string path = cfg_.index_dir + "/" + layout::kIndexLockName;
-  index_lock_.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (index_lock_.fd < 0) return Status::FromErrno(errno, "open " + path);
-  if (::flock(index_lock_.fd, LOCK_EX | LOCK_NB) == 0) return Status::OK();
-  const int e = errno;
-  if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + path);
-  return Status::Busy("index directory " + cfg_.index_dir +
-                      " is in use by another kvfs: give each kvfs its own index_dir");
-}
-
 Status BlockStore::load() {
   const std::string& dir = cfg_.index_dir;
   auto open_index = [&]() -> Status {
@@ -129,7 +111,9 @@ Status BlockStore::load() {
   };
 
   bool fresh = false;
-  if (Status s = open_index(); !s.ok()) {
+  if (Status s = open_index(); s.code() == Status::Code::kBusy) {
+    return s;  // another kvfs's: never rebuilt from here
+  } else if (!s.ok()) {
     KVFS_RETURN_IF_ERROR(rebuild("cannot open it (" + s.ToString() + ")"));
   } else {
     auto id = index_->get_meta("backing_id");
@@ -146,18 +130,9 @@ Status BlockStore::load() {
       KVFS_RETURN_IF_ERROR(rebuild("it belongs to another backing directory"));
     }
   }
-  // An index follows one node's segments. Another node's index here would
-  // be rebuilt from this node's segments, its own node's files lost to it.
-  if (auto owner = index_->get_meta("node"); owner.ok()) {
-    if (*owner != segs_->node())
-      return Status::Invalid("the index in " + dir + " belongs to node '" + *owner +
-                             "' of this backing directory, not to '" + segs_->node() +
-                             "': give each node its own index_dir");
-  } else if (owner.status().code() == Status::Code::kNotFound) {
-    KVFS_RETURN_IF_ERROR(index_->put_meta("node", segs_->node()));
-  } else {
-    return owner.status();
-  }
+  // A node's index follows that node's segments: another node's index here
+  // would lose that node's files to this one's catch-up.
+  if (segs_->shared()) KVFS_RETURN_IF_ERROR(claim_index_for_node(*index_, segs_->node(), dir));
   if (!rebuilt_) {
     // The index follows the segment log: apply what it has not seen yet
     // (recovery.h) before anything is served or removed on its view.

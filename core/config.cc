@@ -79,13 +79,17 @@ std::string default_index_dir(const std::string& backing_id, const std::string& 
   return std::string(home && *home ? home : "/tmp") + "/.local/state/kvfs/" + leaf;
 }
 
+std::string node_id_of_host(const std::string& host) {
+  std::string n;
+  for (char c : host)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') n += c;
+  return n.empty() ? "node" : n;
+}
+
 std::string default_node_id() {
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
-  std::string n;
-  for (char* p = host; *p; ++p)
-    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '_') n += *p;
-  return n.empty() ? "node" : n;
+  return node_id_of_host(host);
 }
 
 std::string node_id_of(const StoreConfig& cfg) {

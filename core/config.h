@@ -96,8 +96,9 @@ struct StoreConfig {
   bool clean_tmp = true;
   bool clean_empty_dirs = true;
 
-  // This node's name in the backing dir (segment names, its lock): every
-  // kvfs sharing one backing dir needs its own. Empty: the host name
+  // Given, this kvfs is one of the nodes sharing the backing dir under this
+  // name (segment names, its lock; core/disk_layout.h): each needs its own.
+  // Empty: it owns the dir alone and names its segments after the host
   // (default_node_id()).
   std::string node_id;
 
@@ -124,7 +125,10 @@ std::string format_size(uint64_t bytes);
 // one backing dir on one host keep apart.
 std::string default_index_dir(const std::string& backing_id, const std::string& node_id = "");
 
-// The host name, keeping letters, digits, '-' and '_' ("node" if none).
+// A host name's letters, digits, '-' and '_' ("node" if none): the name a
+// kvfs without node_id gives its segments.
+std::string node_id_of_host(const std::string& host);
+// node_id_of_host() of this host.
 std::string default_node_id();
 // cfg.node_id, or default_node_id() when it is empty.
 std::string node_id_of(const StoreConfig& cfg);

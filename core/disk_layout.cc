@@ -30,6 +30,10 @@ std::string shared_lock_path(const std::string& backing) {
   return join(backing, kSharedLockName);
 }
 
+std::string shared_marker_path(const std::string& backing) {
+  return join(backing, kSharedMarkerName);
+}
+
 std::string direct_probe_path(const std::string& backing, const std::string& node) {
   return segment_dir(backing) + "/.direct_probe." + node;
 }

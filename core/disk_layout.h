@@ -5,16 +5,20 @@
 //
 //   <backing>/kvfs.super                       id and format (made once, by link())
 //   <backing>/kvfs.super.<node>.tmp            a node's superblock before that link
+//   <backing>/kvfs.lock                        flock()ed (below); pid, host, mount of its owner
+//   <backing>/kvfs.shared                      empty: the dir is shared by nodes
 //   <backing>/kvfs.<node>.lock                 flock()ed by node's daemon: pid, host, mount
-//   <backing>/kvfs.lock                        flock()ed shared by every node (below)
 //   <backing>/segments/<node>-<16 hex id>.seg  append-only segment files (record.h)
 //   <backing>/segments/.direct_probe.<node>    O_DIRECT probe, written at open
 //
-// Several nodes (one kvfs each) may share the dir: each writes only the
-// files that carry its own node name, and the superblock once. kvfs.lock is
-// the lock of the kvfs that allowed one node per dir, which took it
-// exclusively and treated every segment as its own: every node holds it
-// shared, so that such a kvfs and a node never run side by side.
+// A kvfs without a node_id owns the dir alone, as before nodes: it takes
+// kvfs.lock exclusively and every segment as its own (named after its host,
+// which may have had other names before). A kvfs with a node_id is one of
+// the nodes sharing the dir: it holds kvfs.lock shared and its own lock
+// exclusively, and writes, lists and deletes only the files that carry its
+// name. The first node creates kvfs.shared; a kvfs without node_id refuses
+// a dir that has it, and a node refuses to mark a dir that holds another
+// name's segments (they belong to a kvfs without node_id).
 //
 // Constants and pure functions only: thread-safe.
 #pragma once
@@ -30,6 +34,7 @@ inline constexpr const char* kSuperName = "kvfs.super";
 inline constexpr const char* kSuperMagic = "kvfs-superblock";  // its first line
 inline constexpr int kSuperFormat = 1;                         // what this kvfs reads and writes
 inline constexpr const char* kSharedLockName = "kvfs.lock";
+inline constexpr const char* kSharedMarkerName = "kvfs.shared";
 inline constexpr const char* kSegDir = "segments";
 // In the index dir (local disk), beside RocksDB's files: flock()ed by the
 // kvfs using that index.
@@ -41,6 +46,7 @@ std::string super_tmp_path(const std::string& backing, const std::string& node);
 // The node's own lock, which keeps a second daemon of that node out.
 std::string lock_path(const std::string& backing, const std::string& node);
 std::string shared_lock_path(const std::string& backing);
+std::string shared_marker_path(const std::string& backing);
 std::string segment_dir(const std::string& backing);
 std::string direct_probe_path(const std::string& backing, const std::string& node);
 

@@ -1,15 +1,22 @@
 #include "core/index.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <shared_mutex>
 
+#include "core/disk_layout.h"
 #include "core/log.h"
 
 namespace kvfs {
@@ -103,6 +110,14 @@ rocksdb::Options db_options() {
 }  // namespace
 
 struct Index::Impl {
+  // <dir>/kvfs.lock, flock()ed while the index is open; declared first so
+  // that it is released after the database is closed.
+  struct DirLock {
+    int fd = -1;
+    ~DirLock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } dir_lock;
   std::string dir;
   // Readers and writers hold mu shared; a reopen after a fatal write error
   // holds it exclusively. db is null while a reopen keeps failing.
@@ -128,6 +143,20 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir) {
   std::unique_ptr<Index> idx(new Index);
   idx->impl_ = std::make_unique<Impl>();
   idx->impl_->dir = dir;
+  // RocksDB's own LOCK says only "IO error" when taken: this one says Busy,
+  // so that nobody rebuilds (destroys) an index another kvfs is using.
+  std::error_code ec;
+  if (std::filesystem::create_directories(dir, ec)) ::chmod(dir.c_str(), 0700);
+  const std::string lock = dir + "/" + layout::kIndexLockName;
+  int& fd = idx->impl_->dir_lock.fd;
+  fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, "open " + lock);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + lock);
+    return Status::Busy("index directory " + dir +
+                        " is in use by another kvfs: give each kvfs its own index_dir");
+  }
   rocksdb::Status s = idx->impl_->open_locked();
   if (!s.ok()) return from_rocks(s, ("open index " + dir).c_str());
   return idx;

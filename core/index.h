@@ -83,7 +83,8 @@ struct IndexBatch {
 
 class Index {
  public:
-  // Opens (creating if missing) the database in dir.
+  // Opens (creating if missing) the database in dir, and flock()s
+  // dir/kvfs.lock while open: Busy if another process has it open.
   static Result<std::unique_ptr<Index>> Open(const std::string& dir);
   // Removes the database at dir (before a rebuild).
   static Status Destroy(const std::string& dir);

@@ -50,10 +50,4 @@ bool path_within(const std::string& path, const std::string& dir) {
                          path[dir.size()] == '/');
 }
 
-std::string kvfs_mount_of(const std::string& backing_dir) {
-  for (const auto& m : read_mounts())
-    if (m.fstype == "fuse.kvfs" && m.source == backing_dir) return m.target;
-  return "";
-}
-
 }  // namespace kvfs

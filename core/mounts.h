@@ -1,7 +1,7 @@
 // Mounts: what /proc/self/mountinfo says, for the checks that keep kvfs off
 // paths it must not use (a mount point already in use, a backing dir inside
 // a kvfs mount) and for telling an exiting owner of a backing dir from a
-// live one (segment_store.cc).
+// live one (segment_store_open.cc).
 //
 // Thread-safe (reads the file each call; no state).
 #pragma once
@@ -21,8 +21,5 @@ std::vector<MountEntry> read_mounts();
 
 // `path` (absolute, resolved) is `dir` or lies below it.
 bool path_within(const std::string& path, const std::string& dir);
-
-// The kvfs mount serving backing_dir, if any ("" otherwise).
-std::string kvfs_mount_of(const std::string& backing_dir);
 
 }  // namespace kvfs

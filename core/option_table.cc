@@ -58,7 +58,8 @@ const std::vector<StoreOption> kStoreOptions = {
       "O_DIRECT for segment I/O when the backing fs supports it"},
      [](StoreConfig& c) -> FieldRef { return &c.direct_io; }},
     {{"node_id", OptType::kName, nullptr, 0, 0, false,
-      "this node's name in the backing dir (one per kvfs sharing it)", "hostname"},
+      "this node's name in a backing dir shared by nodes (one per kvfs)",
+      "none: owns the dir alone"},
      [](StoreConfig& c) -> FieldRef { return &c.node_id; }},
     // 0 in the struct is "not given": 80 % of the space available at mount.
     {{"capacity", OptType::kSize, nullptr, 0, kNoMax, true,

@@ -192,7 +192,19 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
 Status rebuild_index(SegmentStore& segs, Index& index, CatchUpStats* st,
                      const std::function<void(uint64_t, uint64_t)>& progress) {
   KVFS_RETURN_IF_ERROR(catch_up(segs, index, CatchUpMode::kFresh, st, progress));
+  if (segs.shared()) KVFS_RETURN_IF_ERROR(index.put_meta("node", segs.node()));
   return index.put_meta("backing_id", segs.backing_id());
+}
+
+Status claim_index_for_node(Index& index, const std::string& node, const std::string& dir) {
+  auto owner = index.get_meta("node");
+  if (owner.ok() && *owner != node)
+    return Status::Invalid("the index in " + dir + " belongs to node '" + *owner +
+                           "' of this backing directory, not to '" + node +
+                           "': give each node its own index_dir");
+  if (owner.ok()) return Status::OK();
+  if (owner.status().code() != Status::Code::kNotFound) return owner.status();
+  return index.put_meta("node", node);
 }
 
 }  // namespace kvfs

@@ -102,8 +102,13 @@ Status catch_up(SegmentStore& segs, Index& index, CatchUpMode mode, CatchUpStats
 bool keeps_log_positions(Index& index);
 
 // Fills an empty index from the segments (a catch-up from nothing) and marks
-// it as belonging to the backing dir.
+// it as belonging to the backing dir (and to the node, when shared).
 Status rebuild_index(SegmentStore& segs, Index& index, CatchUpStats* st,
                      const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// A node's index follows that node's segments only ("M:node"): Invalid if
+// it is another node's (its catch-up here would lose that node's files);
+// an index without an owner becomes node's.
+Status claim_index_for_node(Index& index, const std::string& node, const std::string& dir);
 
 }  // namespace kvfs

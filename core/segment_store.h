@@ -3,9 +3,10 @@
 // says.
 //
 // No client-chosen name ever becomes a path here. Segment names carry a node
-// id, and a store knows only its own node's segments: several nodes share a
-// backing dir side by side, and nothing in it is written, rewritten or
-// deleted except by the node that named it.
+// id. Opened with a node_id, a store knows only its own node's segments:
+// several nodes share a backing dir side by side, and nothing in it is
+// written, rewritten or deleted except by the node that named it. Without
+// one it owns the whole dir, as before nodes (disk_layout.h).
 //
 // Every backing call is marked in the BackingIo (when given one), and those a
 // client waits for (reads, segment deletes) run under its deadline.
@@ -54,8 +55,9 @@ class SegmentWriter;
 
 class SegmentStore : public SpaceUsage {
  public:
-  // Creates the layout on first use, takes the node's lock (Busy if another
-  // kvfs of this node holds it) and lists the node's existing segments.
+  // Creates the layout on first use, takes the locks (Busy if another kvfs
+  // of this node, or one owning the dir, holds them) and lists the existing
+  // segments (the node's own, when shared()).
   // io (optional; offline tools have none) bounds and marks backing calls.
   static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg,
                                                     BackingIo* io = nullptr);
@@ -64,7 +66,13 @@ class SegmentStore : public SpaceUsage {
   const std::string& backing_id() const { return backing_id_; }
   const std::string& dir() const { return dir_; }
   const std::string& node() const { return node_; }
+  // Opened with a node_id: one of the nodes sharing the dir, which knows
+  // only its own segments. Otherwise the dir's single owner, which knows all.
+  bool shared() const { return shared_; }
   bool direct_io() const { return direct_io_; }
+
+  // fsync of a directory: the names made or removed in it are durable.
+  static Status sync_dir(const std::string& dir);
 
   // Starts a new, empty segment with the next id.
   Result<std::unique_ptr<SegmentWriter>> new_writer();
@@ -152,8 +160,9 @@ class SegmentStore : public SpaceUsage {
   uint64_t segment_size_ = 0;
   std::string backing_id_;
   bool direct_io_ = false;
-  int lock_fd_ = -1;         // kvfs.<node>.lock, flock()ed exclusively
-  int shared_lock_fd_ = -1;  // kvfs.lock, flock()ed shared
+  bool shared_ = false;
+  int lock_fd_ = -1;         // flock()ed exclusively: kvfs.<node>.lock, or kvfs.lock if !shared_
+  int shared_lock_fd_ = -1;  // kvfs.lock, flock()ed shared (shared_ only)
   BackingIo* io_ = nullptr;
 
   mutable std::shared_mutex mu_;

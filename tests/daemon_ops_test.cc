@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.h"
 #include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
@@ -230,7 +229,7 @@ TEST(DaemonOps, NoSyslogSocketLogsToVarLogKvfs) {
       log +
       "'\n"
       "pid=$(head -n1 '" +
-      layout::lock_path(m.backing(), default_node_id()) +
+      layout::shared_lock_path(m.backing()) +
       "')\n"
       "fusermount3 -u '" +
       m.mnt() +

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
 #include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
 
@@ -87,7 +86,7 @@ std::string slurp(const std::string& path) {
 }
 
 pid_t lock_pid(const std::string& backing) {
-  std::ifstream in(layout::lock_path(backing, default_node_id()));
+  std::ifstream in(layout::shared_lock_path(backing));
   pid_t pid = -1;
   in >> pid;
   return pid;

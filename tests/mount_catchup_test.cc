@@ -40,16 +40,6 @@ void copy_dir(const std::string& from, const std::string& to) {
   fs::copy(from, to, fs::copy_options::recursive);
 }
 
-// Every file of `want` present and bit-exact; "" or what is wrong.
-std::string check_all(const KvfsMount& m, const std::map<std::string, std::string>& want) {
-  for (auto& [name, data] : want) {
-    std::string got;
-    if (!read_file(m.path(name), &got)) return name + " is missing";
-    if (got != data) return name + " has other bytes (" + std::to_string(got.size()) + " B)";
-  }
-  return "";
-}
-
 // The scenario: fsync'ed files written after the index copy was
 // taken, a kill -9, the old copy put back. Before catch-up, the 40 files
 // were gone, and under capacity pressure their segments were deleted as

@@ -19,7 +19,6 @@
 #include <random>
 #include <set>
 
-#include "core/config.h"
 #include "core/disk_layout.h"
 #include "core/mounts.h"
 
@@ -123,6 +122,15 @@ KvfsMount::~KvfsMount() {
       std::filesystem::remove(e.path(), ec);
 }
 
+std::string check_all(const KvfsMount& m, const std::map<std::string, std::string>& want) {
+  for (auto& [name, data] : want) {
+    std::string got;
+    if (!read_file(m.path(name), &got)) return name + " is missing";
+    if (got != data) return name + " has other bytes (" + std::to_string(got.size()) + " B)";
+  }
+  return "";
+}
+
 RunResult run_admin(std::vector<std::string> args) {
   args.insert(args.begin(), KVFS_ADMIN_BIN);
   return run_command(args);
@@ -135,13 +143,13 @@ RunResult KvfsMount::mount(const std::string& opts) {
   if (!opts.empty()) o += "," + opts;
   RunResult r = run_command({kvfs_binary(), backing_, mnt_, "-o", o});
   if (r.exit_code == 0) {
-    // The lock of the node the options name (node_id=), else the host's.
-    std::string node = default_node_id();
+    // The lock of the node the options name (node_id=), else the dir's.
+    std::string lock_path = layout::shared_lock_path(backing_);
     if (const size_t at = o.rfind("node_id="); at != std::string::npos) {
       const size_t from = at + 8;
-      node = o.substr(from, o.find(',', from) - from);  // npos - from: to the end
+      lock_path = layout::lock_path(backing_, o.substr(from, o.find(',', from) - from));
     }
-    std::ifstream lock(layout::lock_path(backing_, node));
+    std::ifstream lock(lock_path);
     lock >> pid_;
     std::lock_guard l(g_mu);
     g_pids.insert(pid_);

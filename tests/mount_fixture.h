@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ bool is_mounted(const std::string& path);
 
 // Path of the kvfs binary under test.
 const char* kvfs_binary();
+
+// Every file of `want` (name relative to the mount -> bytes) present under
+// m and bit-exact: "" or what is wrong with the first that is not.
+std::string check_all(const KvfsMount& m, const std::map<std::string, std::string>& want);
 
 // Helpers for file contents.
 std::string random_bytes(size_t n, uint64_t seed);

@@ -1,7 +1,8 @@
 // Mount tests: several kvfs daemons, one per node_id, over one backing dir.
 // Each node owns the files that carry its name: a second daemon of a node is
-// refused naming the first, an index is used by its own node only, and a
-// node's eviction under its cap never touches another node's segments,
+// refused naming the first, a kvfs without node_id owns a dir alone, an
+// index is used by its own node only, and a node's eviction under its cap
+// never touches another node's segments,
 // whose files stay bit-exact on their own node while it runs and after;
 // kvfs-admin nodes lists them all.
 #include <fcntl.h>
@@ -59,16 +60,6 @@ std::string content(const std::string& name, size_t n) {
   return random_bytes(n, std::hash<std::string>{}(name));
 }
 
-// Every file of `want` bit-exact under m; "" or the first that is not.
-std::string check_all(const KvfsMount& m, const std::map<std::string, std::string>& want) {
-  for (auto& [name, data] : want) {
-    std::string got;
-    if (!read_file(m.path(name), &got)) return name + " is missing";
-    if (got != data) return name + " has other bytes (" + std::to_string(got.size()) + " B)";
-  }
-  return "";
-}
-
 TEST(Nodes, TwoNodesMountOneBackingDirEachWritingItsOwnSegments) {
   KvfsMount a, b;
   b.set_backing(a.backing());
@@ -97,7 +88,8 @@ TEST(Nodes, TwoNodesMountOneBackingDirEachWritingItsOwnSegments) {
   ASSERT_TRUE(a.mount_ok("node_id=a,segment_size=4M"));
   EXPECT_EQ(check_all(a, on_a), "");
   EXPECT_EQ(check_all(b, on_b), "");
-  EXPECT_EQ(a.log_tail(1 << 16).find("segments gone"), std::string::npos) << a.log_tail(4096);
+  EXPECT_EQ(a.log_tail(1 << 16).find("is no longer in the backing dir"), std::string::npos)
+      << a.log_tail(4096);
   a.unmount();
   b.unmount();
   // fsck checks one node's segments and index, named by --node-id.
@@ -111,6 +103,21 @@ TEST(Nodes, TwoNodesMountOneBackingDirEachWritingItsOwnSegments) {
   RunResult f = run_admin({"fsck", a.backing(), "--index-dir", a.index_dir(), "--node-id", "b"});
   EXPECT_EQ(f.exit_code, 4) << f.output;
   EXPECT_NE(f.output.find("belongs to node 'a'"), std::string::npos) << f.output;
+  // rebuild-index never replaces another node's index; a name that is no
+  // node here (a typo) checks nothing and leaves no lock file behind.
+  f = run_admin({"rebuild-index", a.backing(), "--index-dir", a.index_dir(), "--node-id", "b"});
+  EXPECT_EQ(f.exit_code, 2) << f.output;
+  EXPECT_NE(f.output.find("belongs to node 'a'"), std::string::npos) << f.output;
+  f = run_admin({"fsck", a.backing(), "--index-dir", a.index_dir(), "--node-id", "c"});
+  EXPECT_EQ(f.exit_code, 2) << f.output;
+  EXPECT_NE(f.output.find("no node 'c'"), std::string::npos) << f.output;
+  EXPECT_FALSE(fs::exists(layout::lock_path(a.backing(), "c")));
+  // Without --node-id, a shared dir is refused: fsck checks one node.
+  f = run_admin({"fsck", a.backing(), "--index-dir", a.index_dir()});
+  EXPECT_EQ(f.exit_code, 2) << f.output;
+  EXPECT_NE(f.output.find("--node-id"), std::string::npos) << f.output;
+  ASSERT_TRUE(a.mount_ok("node_id=a,segment_size=4M"));
+  EXPECT_EQ(check_all(a, on_a), "");
 }
 
 TEST(Nodes, AdminNodesListsEveryNodeRunningOrNot) {
@@ -127,6 +134,7 @@ TEST(Nodes, AdminNodesListsEveryNodeRunningOrNot) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_TRUE(j["shared"].get<bool>()) << r.output;
   ASSERT_EQ(j["nodes"].size(), 2u) << r.output;
   const auto& na = j["nodes"][0];
   const auto& nb = j["nodes"][1];
@@ -171,10 +179,64 @@ TEST(Nodes, ASecondDaemonOfANodeIsRefusedNamingTheFirst) {
   EXPECT_EQ(got, "on a");
 }
 
+TEST(Nodes, WithoutANodeIdAKvfsOwnsTheDirAloneAndASharedDirRefusesIt) {
+  KvfsMount solo, node, other;
+  node.set_backing(solo.backing());
+  other.set_backing(solo.backing());
+  // Without node_id: the dir's one owner, which nodes cannot join.
+  ASSERT_TRUE(solo.mount_ok());
+  ASSERT_TRUE(write_file(solo.path("s"), content("s", 2 * kMiB)));
+  RunResult r = node.mount("node_id=a");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("does not share"), std::string::npos) << r.output;
+  EXPECT_FALSE(is_mounted(node.mnt()));
+  solo.unmount();
+  // Its segments carry the host's name; a node of another name would lose
+  // them to nobody's index: it refuses to mark the dir shared.
+  r = node.mount("node_id=a");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("without node_id"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(layout::shared_marker_path(solo.backing())));
+  ASSERT_TRUE(solo.mount_ok());
+  std::string got;
+  ASSERT_TRUE(read_file(solo.path("s"), &got));
+  EXPECT_TRUE(got == content("s", 2 * kMiB));
+  solo.unmount();
+  // An empty dir: the first node marks it shared; a kvfs without node_id
+  // then refuses it, also while no node runs.
+  fs::remove_all(layout::segment_dir(solo.backing()));
+  ASSERT_TRUE(node.mount_ok("node_id=a"));
+  EXPECT_TRUE(fs::exists(layout::shared_marker_path(solo.backing())));
+  ASSERT_TRUE(other.mount_ok("node_id=b"));
+  r = solo.mount();
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("node_id"), std::string::npos) << r.output;
+  node.unmount();
+  other.unmount();
+  r = solo.mount();
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("shared by several nodes"), std::string::npos) << r.output;
+  EXPECT_FALSE(is_mounted(solo.mnt()));
+}
+
 TEST(Nodes, AnIndexIsUsedByItsOwnNodeOnly) {
-  KvfsMount a;
+  KvfsMount a, c;
+  ASSERT_TRUE(c.mount_ok());  // another backing dir
+  c.unmount();
   ASSERT_TRUE(a.mount_ok("node_id=a"));
   ASSERT_TRUE(write_file(a.path("kept"), "a's file"));
+  // An index in use is nobody else's, whatever the backing dir: neither a
+  // daemon nor rebuild-index touches it.
+  RunResult busy = c.mount("index_dir=" + a.index_dir());
+  EXPECT_EQ(busy.exit_code, 2) << busy.output;
+  EXPECT_NE(busy.output.find("in use"), std::string::npos) << busy.output;
+  EXPECT_FALSE(is_mounted(c.mnt()));
+  busy = run_admin({"rebuild-index", c.backing(), "--index-dir", a.index_dir()});
+  EXPECT_EQ(busy.exit_code, 2) << busy.output;
+  EXPECT_NE(busy.output.find("in use"), std::string::npos) << busy.output;
+  std::string kept;
+  ASSERT_TRUE(read_file(a.path("kept"), &kept));
+  EXPECT_EQ(kept, "a's file");
   a.unmount();
   // Node b given a's index: refused before anything is changed (a rebuild
   // from b's segments would have emptied it of a's files).

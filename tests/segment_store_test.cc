@@ -11,11 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
+#include "core/config.h"
 #include "core/disk_layout.h"
 
 namespace kvfs {
@@ -214,31 +217,38 @@ TEST_F(SegmentStoreTest, ASecondOwnerIsRefusedAndAReopenListsTheSegments) {
 }
 
 TEST_F(SegmentStoreTest, NodesShareTheDirEachListingOnlyItsOwnSegments) {
-  StoreConfig b = cfg_;
+  store_.reset();  // SetUp's store owns the dir (no node_id)
+  StoreConfig a = cfg_, b = cfg_;
+  a.node_id = "n-a";  // '-' in a node name: the id is the last 16 digits
   b.node_id = "other-node";
-  b.lock_wait_s = 0;
+  a.lock_wait_s = b.lock_wait_s = 0;
+  auto na = SegmentStore::Open(a);
+  ASSERT_TRUE(na.ok()) << na.status().ToString();
   auto nb = SegmentStore::Open(b);
   ASSERT_TRUE(nb.ok()) << nb.status().ToString();  // another node: no conflict
-  EXPECT_EQ((*nb)->backing_id(), store_->backing_id());
-  for (SegmentStore* s : {store_.get(), nb->get()}) {
+  EXPECT_TRUE((*na)->shared());
+  EXPECT_EQ((*nb)->backing_id(), (*na)->backing_id());
+  for (auto* s : {na->get(), nb->get()}) {
     auto w = s->new_writer();
     ASSERT_TRUE(w.ok());
-    write_file(**w, 1, {block(4096, s == store_.get() ? 'a' : 'b')}, 4096);
+    EXPECT_EQ((*w)->id(), 1u);  // ids are per node: the file names differ
+    write_file(**w, 1, {block(4096, s == na->get() ? 'a' : 'b')}, 4096);
     ASSERT_TRUE((*w)->sync().ok());
   }
-  // Both took id 1: ids are per node, the file names differ.
-  EXPECT_EQ(store_->list().size(), 1u);
-  EXPECT_EQ((*nb)->list().size(), 1u);
-  EXPECT_NE(store_->list()[0].path, (*nb)->list()[0].path);
-  // A second store of that node is refused while the first holds it.
+  ASSERT_EQ((*na)->list().size(), 1u);
+  ASSERT_EQ((*nb)->list().size(), 1u);
+  EXPECT_EQ(fs::path((*na)->list()[0].path).filename(), layout::segment_name("n-a", 1));
+  EXPECT_EQ(fs::path((*nb)->list()[0].path).filename(), layout::segment_name("other-node", 1));
+  // A second store of a node is refused while the first holds it.
   auto twin = SegmentStore::Open(b);
   EXPECT_EQ(twin.status().code(), Status::Code::kBusy) << twin.status().ToString();
+  EXPECT_NE(twin.status().message().find("node 'other-node'"), std::string::npos);
   nb->reset();
-  store_.reset();
+  na->reset();
   auto again = SegmentStore::Open(b);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   ASSERT_EQ((*again)->list().size(), 1u);
-  EXPECT_NE((*again)->list()[0].path.find("/other-node-"), std::string::npos);
+  EXPECT_EQ(fs::path((*again)->list()[0].path).filename(), layout::segment_name("other-node", 1));
 }
 
 TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) {
@@ -249,8 +259,12 @@ TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) 
     std::vector<std::unique_ptr<SegmentStore>> stores(kNodes);
     std::vector<std::string> errors(kNodes);
     std::vector<std::thread> ts;
+    std::atomic<int> ready{0};
     for (int i = 0; i < kNodes; ++i)
       ts.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kNodes) {
+        }  // all at once: the link() race is the point
         StoreConfig c = cfg_;
         c.backing_dir = dir;
         c.node_id = "n" + std::to_string(i);
@@ -266,10 +280,10 @@ TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) 
       EXPECT_EQ(stores[i]->backing_id(), stores[0]->backing_id()) << "round " << round;
     }
     stores.clear();
-    // Only the superblock, the locks and segments/ are left: no tmp file.
+    // Only the superblock, the locks, the mark and segments/: no tmp file.
     for (auto& e : fs::directory_iterator(dir)) {
       const std::string n = e.path().filename().string();
-      EXPECT_TRUE(n == "kvfs.super" || n == "kvfs.lock" || n == "segments" ||
+      EXPECT_TRUE(n == "kvfs.super" || n == "kvfs.lock" || n == "kvfs.shared" || n == "segments" ||
                   (n.rfind("kvfs.n", 0) == 0 && n.size() > 5 && n.substr(n.size() - 5) == ".lock"))
           << n;
     }
@@ -277,27 +291,78 @@ TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) 
   }
 }
 
-TEST_F(SegmentStoreTest, AKvfsThatTakesTheWholeDirKeepsNodesOutAndTheyIt) {
-  StoreConfig b = cfg_;
-  b.node_id = "late";
-  b.lock_wait_s = 0;
-  store_.reset();
-  // What a kvfs of one node per dir did: kvfs.lock, exclusively.
-  const int fd = ::open(layout::shared_lock_path(root_).c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
-  auto s = SegmentStore::Open(b);
+TEST_F(SegmentStoreTest, AKvfsWithoutNodeIdOwnsTheDirAloneWithEverySegment) {
+  StoreConfig node = cfg_;
+  node.node_id = "late";
+  node.lock_wait_s = 0;
+  // SetUp's store (no node_id) holds kvfs.lock exclusively: no node joins.
+  auto s = SegmentStore::Open(node);
   EXPECT_EQ(s.status().code(), Status::Code::kBusy);
   EXPECT_NE(s.status().message().find("does not share"), std::string::npos)
       << s.status().ToString();
+  EXPECT_FALSE(store_->shared());
+  {
+    auto w = store_->new_writer();
+    ASSERT_TRUE(w.ok());
+    write_file(**w, 1, {block(4096, 'a')}, 4096);
+    ASSERT_TRUE((*w)->sync().ok());
+  }
+  store_.reset();
+  // A segment of the host's earlier name is the owner's too.
+  fs::copy_file(root_ + "/segments/" + layout::segment_name(default_node_id(), 1),
+                root_ + "/segments/" + layout::segment_name("oldhost", 7));
+  StoreConfig solo = cfg_;
+  solo.lock_wait_s = 0;
+  auto owner = SegmentStore::Open(solo);
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  EXPECT_EQ((*owner)->list().size(), 2u);
+  owner->reset();
+  // No node may mark such a dir shared (the owner's segments would be lost).
+  s = SegmentStore::Open(node);
+  EXPECT_EQ(s.status().code(), Status::Code::kInvalid);
+  EXPECT_NE(s.status().message().find("without node_id"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_FALSE(fs::exists(layout::shared_marker_path(root_)));
+  // An empty dir the first node marks shared; no kvfs without node_id then.
+  fs::remove_all(root_ + "/segments");
+  auto first = SegmentStore::Open(node);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(fs::exists(layout::shared_marker_path(root_)));
+  auto refused = SegmentStore::Open(solo);
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalid);
+  EXPECT_NE(refused.status().message().find("shared by several nodes"), std::string::npos)
+      << refused.status().ToString();
+  first->reset();
+  // A read-only node marks nothing, and joins no dir that a kvfs without
+  // node_id owns; a kvfs without node_id starting beside such a node is
+  // told at once, not after lock_wait_s.
+  fs::remove(layout::shared_marker_path(root_));
+  StoreConfig ro = node;
+  ro.read_only = true;
+  auto reader = SegmentStore::Open(ro);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_FALSE(fs::exists(layout::shared_marker_path(root_)));
+  StoreConfig patient = solo;
+  patient.lock_wait_s = 30;
+  auto beside = SegmentStore::Open(patient);
+  EXPECT_EQ(beside.status().code(), Status::Code::kBusy);
+  EXPECT_NE(beside.status().message().find("in use by nodes"), std::string::npos)
+      << beside.status().ToString();
+  reader->reset();
+  {
+    // Only its name matters to a node deciding whether it may join.
+    std::ofstream(root_ + "/segments/" + layout::segment_name("oldhost", 9)) << "x";
+  }
+  auto joined = SegmentStore::Open(ro);
+  EXPECT_EQ(joined.status().code(), Status::Code::kInvalid) << joined.status().ToString();
+  fs::remove(root_ + "/segments/" + layout::segment_name("oldhost", 9));
+  first = SegmentStore::Open(node);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // The owner's lock is out of reach while a node holds it shared.
+  const int fd = ::open(layout::shared_lock_path(root_).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(::flock(fd, LOCK_EX | LOCK_NB), 0);
   ::close(fd);
-  auto ok = SegmentStore::Open(b);
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  // And while a node runs, such a kvfs cannot take the dir.
-  const int fd2 = ::open(layout::shared_lock_path(root_).c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd2, 0);
-  EXPECT_NE(::flock(fd2, LOCK_EX | LOCK_NB), 0);
-  ::close(fd2);
 }
 
 TEST_F(SegmentStoreTest, LiveBytesAndDeletion) {

@@ -103,18 +103,24 @@ int run(int argc, char** argv) {
   OfflineOpts fo;
   auto* fsck = app.add_subcommand("fsck", "check an unmounted backing dir and its index");
   fsck->add_option("BACKING_DIR", fo.backing, "backing directory")->required();
-  fsck->add_option("--index-dir", fo.index_dir, "index location (default /var/lib/kvfs/<id>)")
+  fsck->add_option("--index-dir", fo.index_dir,
+                   "index location (default /var/lib/kvfs/<id>[.<node>])")
       ->type_name("DIR");
-  fsck->add_option("--node-id", fo.node_id, "the node's segments and index (default: host name)")
+  fsck->add_option("--node-id", fo.node_id,
+                   "in a dir shared by nodes: the node whose segments and index")
       ->type_name("NAME");
 
   OfflineOpts ro;
   auto* rebuild =
       app.add_subcommand("rebuild-index", "recreate the index of an unmounted backing dir");
   rebuild->add_option("BACKING_DIR", ro.backing, "backing directory")->required();
-  rebuild->add_option("--index-dir", ro.index_dir, "index location (default /var/lib/kvfs/<id>)")
+  rebuild
+      ->add_option("--index-dir", ro.index_dir,
+                   "index location (default /var/lib/kvfs/<id>[.<node>])")
       ->type_name("DIR");
-  rebuild->add_option("--node-id", ro.node_id, "the node's segments and index (default: host name)")
+  rebuild
+      ->add_option("--node-id", ro.node_id,
+                   "in a dir shared by nodes: the node whose segments and index")
       ->type_name("NAME");
 
   NodesOpts no;

@@ -26,7 +26,10 @@ int cmd_nodes(const NodesOpts& o) {
   uint64_t segs = 0, bytes = 0;
   for (const BackingNode& n : *nodes) segs += n.segments, bytes += n.bytes;
   if (o.json_out) {
-    json j = {{"backing_dir", backing}, {"segments", segs}, {"bytes", bytes}};
+    json j = {{"backing_dir", backing},
+              {"shared", backing_is_shared(backing)},
+              {"segments", segs},
+              {"bytes", bytes}};
     j["nodes"] = json::array();
     for (const BackingNode& n : *nodes)
       j["nodes"].push_back({{"node", n.node},
@@ -39,6 +42,8 @@ int cmd_nodes(const NodesOpts& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
+  std::printf("%s: %s\n", backing.c_str(),
+              backing_is_shared(backing) ? "shared by nodes" : "owned by one kvfs (no node_id)");
   std::printf("%-20s %-8s %9s %12s  %s\n", "NODE", "RUNNING", "SEGMENTS", "BYTES",
               "LOCK HOLDER (last)");
   for (const BackingNode& n : *nodes) {

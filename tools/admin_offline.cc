@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/backing_nodes.h"
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/disk_layout.h"
@@ -108,9 +109,32 @@ std::unique_ptr<SegmentStore> open_backing(const std::string& dir, const std::st
   if (::access(layout::super_path(buf).c_str(), F_OK) != 0)
     fail(kExitUnreachable,
          dir + " is not a kvfs backing directory (no " + layout::kSuperName + ")");
+  if (node_id.empty() && backing_is_shared(buf))
+    fail(kExitUnreachable, dir + " is shared by nodes: give --node-id NAME (kvfs-admin nodes " +
+                               dir + " lists them)");
+  if (!node_id.empty()) {
+    // Opening a node's store makes its lock file: never for a name that is
+    // no node here (a typo would check nothing and leave a stray lock).
+    if (node_id.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") !=
+        std::string::npos)
+      fail(kExitUsage, "--node-id " + node_id + ": letters, digits, '-' and '_' only");
+    auto nodes = list_backing_nodes(buf);
+    if (!nodes.ok()) fail(kExitUnreachable, nodes.status().ToString());
+    std::string known;
+    bool found = false;
+    for (const BackingNode& n : *nodes) {
+      found |= n.node == node_id;
+      known += (known.empty() ? "" : ", ") + n.node;
+    }
+    if (!found)
+      fail(kExitUnreachable, dir + " has no node '" + node_id +
+                                 "' (nodes: " + (known.empty() ? "none" : known) + ")");
+  }
   StoreConfig cfg;
   cfg.backing_dir = buf;
   cfg.node_id = node_id;
+  cfg.read_only = true;  // only the index is written (rebuild-index)
   cfg.direct_io = false;
   auto s = SegmentStore::Open(cfg);
   if (!s.ok()) {
@@ -230,7 +254,8 @@ class Fsck {
               "; kvfs rebuilds it at the next mount; checking the segments instead");
       return from_segments();
     }
-    if (auto owner = (*idx)->get_meta("node"); owner.ok() && *owner != segs_->node()) {
+    if (auto owner = (*idx)->get_meta("node");
+        segs_->shared() && owner.ok() && *owner != segs_->node()) {
       problem("the index at " + index_dir_ + " belongs to node '" + *owner + "', not '" +
               segs_->node() + "' (kvfs refuses to mount it; give --node-id " + *owner + ")");
       return from_segments();
@@ -431,6 +456,17 @@ int cmd_rebuild_index(const OfflineOpts& o) {
     if (!looks_like_rocksdb_dir(dir))
       fail(kExitUnreachable,
            dir + " holds files that are not a kvfs index; remove them or choose --index-dir");
+    if (fs::exists(fs::path(dir) / "CURRENT", ec)) {
+      // Never another kvfs's index in use, nor another node's.
+      auto old = Index::Open(dir);
+      if (!old.ok() && old.status().code() == Status::Code::kBusy)
+        fail(kExitUnreachable, old.status().message());
+      if (old.ok() && segs->shared())
+        if (auto owner = (*old)->get_meta("node"); owner.ok() && *owner != segs->node())
+          fail(kExitUnreachable, "the index at " + dir + " belongs to node '" + *owner +
+                                     "', not '" + segs->node() + "'; give --node-id " + *owner +
+                                     " or another --index-dir");
+    }
     Status s = Index::Destroy(dir);
     if (!s.ok()) fail(kExitUnreachable, "cannot remove the old index: " + s.ToString());
   }

@@ -19,7 +19,7 @@ fail() { echo "check-package: FAIL: $*" >&2; exit 1; }
 for t in cmake cpack lintian dpkg-shlibdeps fakeroot; do
   command -v "$t" >/dev/null || fail "$t missing (tools/install-deps.sh)"
 done
-if dpkg-query -W -f='${Status}' kvfs 2>/dev/null | grep -q "installed"; then
+if [[ $(dpkg-query -W -f='${Status}' kvfs 2>/dev/null || true) == *" installed" ]]; then
   fail "a kvfs package is installed already; not replacing it"
 fi
 
@@ -45,7 +45,7 @@ for f in ./usr/sbin/kvfs ./usr/sbin/kvfs-admin \
   grep -qx "$f" <<<"$contents" || fail "$f is not in the package"
 done
 if grep -q '^\./usr/local' <<<"$contents"; then fail "files under /usr/local"; fi
-dpkg-deb --field "$DEB" Depends | grep -q 'libc6' || fail "Depends lacks libc6 (dpkg-shlibdeps?)"
+[[ $(dpkg-deb --field "$DEB" Depends) == *libc6* ]] || fail "Depends lacks libc6 (dpkg-shlibdeps?)"
 
 say "lintian"
 set +e
