@@ -102,9 +102,10 @@ struct StoreConfig {
   // (default_node_id()).
   std::string node_id;
 
-  // Set by the daemon, not an option: written into the node's lock file, so
-  // that a second daemon of the node can tell one still mounted (refused at
-  // once) from one that is unmounted and exiting (waited for).
+  // Set by the daemon, not an option: written into the lock file it holds
+  // (the node's, or kvfs.lock), so that a second daemon can tell one still
+  // mounted (refused at once) from one that is unmounted and exiting
+  // (waited for).
   std::string mount_point;
 
   // Every rule on the settings: each option's range from the table, then the
