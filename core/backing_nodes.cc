@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <sstream>
+#include <string_view>
 
 #include "core/config.h"
 #include "core/disk_layout.h"
@@ -29,12 +29,11 @@ std::string lock_node(const std::string& name) {
 void probe_lock(const std::string& path, BackingNode* n) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  char b[4096] = {0};
-  const ssize_t got = ::pread(fd, b, sizeof(b) - 1, 0);
-  std::istringstream in(std::string(b, got > 0 ? size_t(got) : 0));
-  std::getline(in, n->pid);
-  std::getline(in, n->host);
-  std::getline(in, n->mount);
+  char b[4096];
+  const ssize_t got = ::pread(fd, b, sizeof(b), 0);
+  const layout::LockHolder h =
+      layout::parse_lock_holder(std::string_view(b, got > 0 ? size_t(got) : 0));
+  n->pid = h.pid, n->host = h.host, n->mount = h.mount;
   // Shared: it conflicts only with the holder's exclusive lock.
   if (::flock(fd, LOCK_SH | LOCK_NB) == 0)
     ::flock(fd, LOCK_UN);
@@ -45,8 +44,11 @@ void probe_lock(const std::string& path, BackingNode* n) {
 
 }  // namespace
 
-bool backing_is_shared(const std::string& backing) {
-  return ::access(layout::shared_marker_path(backing).c_str(), F_OK) == 0;
+Result<bool> backing_is_shared(const std::string& backing) {
+  const std::string marker = layout::shared_marker_path(backing);
+  if (::access(marker.c_str(), F_OK) == 0) return true;
+  if (errno == ENOENT) return false;
+  return Status::FromErrno(errno, "access " + marker);
 }
 
 Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing) {
@@ -79,7 +81,9 @@ Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing) 
     if (std::string node = lock_node(de->d_name); !node.empty()) locks.push_back(node);
   ::closedir(d);
   for (const std::string& node : locks) probe_lock(layout::lock_path(backing, node), &at(node));
-  if (!backing_is_shared(backing)) {
+  auto shared = backing_is_shared(backing);
+  if (!shared.ok()) return shared.status();
+  if (!*shared) {
     BackingNode owner;
     probe_lock(layout::shared_lock_path(backing), &owner);
     if (owner.running && !owner.host.empty()) {

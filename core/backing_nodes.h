@@ -3,8 +3,8 @@
 // its daemon holds its lock now. Read-only: it opens lock files to probe
 // them (a shared flock, released at once) and never writes or deletes.
 //
-// What kvfs-admin nodes prints; the daemon does not use it. Thread-safe (no
-// state).
+// What kvfs-admin nodes prints; the daemon asks only backing_is_shared().
+// Thread-safe (no state).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,8 @@ struct BackingNode {
 // shared), its segments may carry several names (its host's over time);
 // the running owner is listed under its host's name.
 Result<std::vector<BackingNode>> list_backing_nodes(const std::string& backing);
-// The dir is marked as shared by nodes (kvfs.shared).
-bool backing_is_shared(const std::string& backing);
+// The dir is marked as shared by nodes (kvfs.shared). Only ENOENT means
+// not: an NFS error must not let a kvfs without node_id into a shared dir.
+Result<bool> backing_is_shared(const std::string& backing);
 
 }  // namespace kvfs

@@ -79,17 +79,31 @@ std::string default_index_dir(const std::string& backing_id, const std::string& 
   return std::string(home && *home ? home : "/tmp") + "/.local/state/kvfs/" + leaf;
 }
 
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+}
+
+bool is_name(const std::string& v) {
+  for (char c : v)
+    if (!is_name_char(c)) return false;
+  return true;
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
 std::string node_id_of_host(const std::string& host) {
   std::string n;
   for (char c : host)
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') n += c;
+    if (is_name_char(c)) n += c;
   return n.empty() ? "node" : n;
 }
 
 std::string default_node_id() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  return node_id_of_host(host);
+  return node_id_of_host(host_name());
 }
 
 std::string node_id_of(const StoreConfig& cfg) {

@@ -126,8 +126,13 @@ std::string format_size(uint64_t bytes);
 // one backing dir on one host keep apart.
 std::string default_index_dir(const std::string& backing_id, const std::string& node_id = "");
 
-// A host name's letters, digits, '-' and '_' ("node" if none): the name a
-// kvfs without node_id gives its segments.
+// Letters, digits, '-' and '_': what a node_id (any name option) may hold.
+bool is_name_char(char c);
+bool is_name(const std::string& v);
+// gethostname(), as it is.
+std::string host_name();
+// A host name's name characters ("node" if none): the name a kvfs without
+// node_id gives its segments.
 std::string node_id_of_host(const std::string& host);
 // node_id_of_host() of this host.
 std::string default_node_id();

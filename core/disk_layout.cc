@@ -42,6 +42,22 @@ std::string segment_dir(const std::string& backing) {
   return join(backing, kSegDir);
 }
 
+std::string lock_holder_text(const LockHolder& h) {
+  return h.pid + "\n" + h.host + "\n" + h.mount + "\n";
+}
+
+LockHolder parse_lock_holder(std::string_view text) {
+  LockHolder h;
+  std::string* fields[] = {&h.pid, &h.host, &h.mount};
+  for (std::string* f : fields) {
+    const size_t nl = text.find('\n');
+    *f = std::string(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return h;
+}
+
 std::string segment_name(const std::string& node, uint64_t id) {
   char b[kIdDigits + 1];
   std::snprintf(b, sizeof(b), "%016" PRIx64, id);

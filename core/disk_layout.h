@@ -53,6 +53,14 @@ std::string direct_probe_path(const std::string& backing, const std::string& nod
 // "<node>-<id as 16 lower-case hex digits>.seg". node must not be empty.
 std::string segment_name(const std::string& node, uint64_t id);
 
+// What a lock file holds about its holder: "<pid>\n<host>\n<mount point>\n"
+// (mount point empty for an offline tool). Fields absent in the text are "".
+struct LockHolder {
+  std::string pid, host, mount;
+};
+std::string lock_holder_text(const LockHolder& h);
+LockHolder parse_lock_holder(std::string_view text);
+
 struct SegmentFileName {
   std::string node;  // may itself hold '-': the id is the last 16 digits
   uint64_t id = 0;

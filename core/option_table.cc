@@ -154,12 +154,6 @@ std::string number_text(const OptionSpec& s, double v) {
   return buf;
 }
 
-bool is_name(const std::string& v) {
-  for (char c : v)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
-  return true;
-}
-
 }  // namespace
 
 const std::vector<StoreOption>& store_options() {

@@ -16,9 +16,10 @@
 #include <fstream>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <thread>
 
+#include "core/backing_nodes.h"
+#include "core/config.h"
 #include "core/disk_layout.h"
 #include "core/log.h"
 #include "core/mounts.h"
@@ -79,25 +80,16 @@ Result<std::string> load_superblock(const std::string& backing, const std::strin
   return read_superblock(path, in);
 }
 
-// The lock file's text: "<pid>\n<host>\n<mount point>\n".
-struct LockHolder {
-  std::string pid = "?", host, mount;
-};
+using layout::LockHolder;
 
-LockHolder lock_holder(int fd) {
-  char b[4096] = {0};
-  const ssize_t n = ::pread(fd, b, sizeof(b) - 1, 0);
-  LockHolder h;
-  std::istringstream in(std::string(b, n > 0 ? size_t(n) : 0));
-  std::string line;
-  if (std::getline(in, line) && !line.empty()) h.pid = line;
-  std::getline(in, h.host);
-  std::getline(in, h.mount);
-  return h;
+LockHolder read_holder(int fd) {
+  char b[4096];
+  const ssize_t n = ::pread(fd, b, sizeof(b), 0);
+  return layout::parse_lock_holder(std::string_view(b, n > 0 ? size_t(n) : 0));
 }
 
 std::string describe(const LockHolder& h) {
-  std::string d = "pid " + h.pid;
+  std::string d = "pid " + (h.pid.empty() ? std::string("?") : h.pid);
   if (!h.host.empty()) d += " on " + h.host;
   return d;
 }
@@ -107,10 +99,8 @@ std::string describe(const LockHolder& h) {
 // named: an offline tool (fsck), waited for. No host either: a kvfs that
 // wrote only its pid, live if the backing dir is mounted here at all.
 bool holder_mounted(const LockHolder& h, const std::string& backing) {
-  if (h.pid == "?") return false;  // not written yet: a holder starting
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  if (!h.host.empty() && h.host != host) return true;
+  if (h.pid.empty()) return false;  // not written yet: a holder starting
+  if (!h.host.empty() && h.host != host_name()) return true;
   if (!h.host.empty() && h.mount.empty()) return false;
   for (const auto& m : read_mounts())
     if (m.fstype == "fuse.kvfs" && m.source == backing && (h.mount.empty() || m.target == h.mount))
@@ -118,17 +108,8 @@ bool holder_mounted(const LockHolder& h, const std::string& backing) {
   return false;
 }
 
-// The marker kvfs.shared: only ENOENT means absent (an NFS error must not
-// let a kvfs without node_id into a shared dir).
-Result<bool> marked_shared(const std::string& backing) {
-  const std::string marker = layout::shared_marker_path(backing);
-  if (::access(marker.c_str(), F_OK) == 0) return true;
-  if (errno == ENOENT) return false;
-  return Status::FromErrno(errno, "access " + marker);
-}
-
 Status refuse_if_shared(const std::string& backing) {
-  auto marked = marked_shared(backing);
+  auto marked = backing_is_shared(backing);
   if (!marked.ok()) return marked.status();
   if (!*marked) return Status::OK();
   return Status::Invalid("backing directory " + backing + " is shared by several nodes (" +
@@ -174,7 +155,7 @@ Status take_lock(int fd, const std::string& path, const StoreConfig& cfg,
         shared_since.reset();
       }
     }
-    const LockHolder who = lock_holder(fd);
+    const LockHolder who = read_holder(fd);
     if (waited >= 0.1 && holder_mounted(who, cfg.backing_dir))
       return Status::Busy(
           "backing directory " + cfg.backing_dir + " is already in use by another kvfs" + whose +
@@ -202,7 +183,7 @@ Status take_shared_lock(int fd, const std::string& path, const StoreConfig& cfg)
     if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return Status::OK();
     const int e = errno;
     if (e != EWOULDBLOCK) return Status::FromErrno(e, "lock " + path);
-    const LockHolder who = lock_holder(fd);
+    const LockHolder who = read_holder(fd);
     const double waited = since(start);
     if ((waited >= 0.1 && holder_mounted(who, cfg.backing_dir)) || waited >= cfg.lock_wait_s)
       return Status::Busy("backing directory " + cfg.backing_dir +
@@ -216,9 +197,8 @@ Status take_shared_lock(int fd, const std::string& path, const StoreConfig& cfg)
 // Written after the flock, text first and size last: a contender never
 // reads a half-written holder, only the old one or none ("starting").
 Status write_holder(int fd, const std::string& path, const StoreConfig& cfg) {
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string text = std::to_string(::getpid()) + "\n" + host + "\n" + cfg.mount_point + "\n";
+  const std::string text =
+      layout::lock_holder_text({std::to_string(::getpid()), host_name(), cfg.mount_point});
   if (::pwrite(fd, text.data(), text.size(), 0) != ssize_t(text.size()) ||
       ::ftruncate(fd, off_t(text.size())) != 0)
     return Status::FromErrno(errno, "write " + path);
@@ -231,7 +211,7 @@ Status write_holder(int fd, const std::string& path, const StoreConfig& cfg) {
 // the dir is marked (by this node unless read_only, or meanwhile by another
 // that has written since), other names are nodes.
 Status join_nodes(const std::string& backing, const std::string& node, bool read_only) {
-  auto marked = marked_shared(backing);
+  auto marked = backing_is_shared(backing);
   if (!marked.ok()) return marked.status();
   if (*marked) return Status::OK();
   const std::string seg_dir = layout::segment_dir(backing);
@@ -249,7 +229,7 @@ Status join_nodes(const std::string& backing, const std::string& node, bool read
     return Status::FromErrno(errno, "opendir " + seg_dir);
   }
   if (!other.empty()) {
-    marked = marked_shared(backing);
+    marked = backing_is_shared(backing);
     if (!marked.ok()) return marked.status();
     if (*marked) return Status::OK();
     return Status::Invalid("backing directory " + backing + " holds segments of '" + other +

@@ -36,5 +36,19 @@ TEST(DiskLayout, OtherNamesAreNotSegments) {
     EXPECT_FALSE(parse_segment_name(n).has_value()) << n;
 }
 
+TEST(DiskLayout, LockHolderTextRoundTripsAndToleratesLessText) {
+  const LockHolder h{"123", "host-1", "/mnt/kv cache"};
+  EXPECT_EQ(lock_holder_text(h), "123\nhost-1\n/mnt/kv cache\n");
+  const LockHolder back = parse_lock_holder(lock_holder_text(h));
+  EXPECT_EQ(back.pid, "123");
+  EXPECT_EQ(back.host, "host-1");
+  EXPECT_EQ(back.mount, "/mnt/kv cache");
+  const LockHolder old = parse_lock_holder("456\n");  // a kvfs that wrote only its pid
+  EXPECT_EQ(old.pid, "456");
+  EXPECT_EQ(old.host, "");
+  EXPECT_EQ(old.mount, "");
+  EXPECT_EQ(parse_lock_holder("").pid, "");  // not written yet
+}
+
 }  // namespace
 }  // namespace kvfs::layout

@@ -23,13 +23,12 @@ int cmd_nodes(const NodesOpts& o) {
          o.backing + " is not a kvfs backing directory (no " + layout::kSuperName + ")");
   auto nodes = list_backing_nodes(backing);
   if (!nodes.ok()) fail(kExitUnreachable, nodes.status().ToString());
+  auto shared = backing_is_shared(backing);
+  if (!shared.ok()) fail(kExitUnreachable, shared.status().ToString());
   uint64_t segs = 0, bytes = 0;
   for (const BackingNode& n : *nodes) segs += n.segments, bytes += n.bytes;
   if (o.json_out) {
-    json j = {{"backing_dir", backing},
-              {"shared", backing_is_shared(backing)},
-              {"segments", segs},
-              {"bytes", bytes}};
+    json j = {{"backing_dir", backing}, {"shared", *shared}, {"segments", segs}, {"bytes", bytes}};
     j["nodes"] = json::array();
     for (const BackingNode& n : *nodes)
       j["nodes"].push_back({{"node", n.node},
@@ -43,7 +42,7 @@ int cmd_nodes(const NodesOpts& o) {
     return kExitOk;
   }
   std::printf("%s: %s\n", backing.c_str(),
-              backing_is_shared(backing) ? "shared by nodes" : "owned by one kvfs (no node_id)");
+              *shared ? "shared by nodes" : "owned by one kvfs (no node_id)");
   std::printf("%-20s %-8s %9s %12s  %s\n", "NODE", "RUNNING", "SEGMENTS", "BYTES",
               "LOCK HOLDER (last)");
   for (const BackingNode& n : *nodes) {

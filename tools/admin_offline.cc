@@ -109,15 +109,15 @@ std::unique_ptr<SegmentStore> open_backing(const std::string& dir, const std::st
   if (::access(layout::super_path(buf).c_str(), F_OK) != 0)
     fail(kExitUnreachable,
          dir + " is not a kvfs backing directory (no " + layout::kSuperName + ")");
-  if (node_id.empty() && backing_is_shared(buf))
+  auto shared = backing_is_shared(buf);
+  if (!shared.ok()) fail(kExitUnreachable, shared.status().ToString());
+  if (node_id.empty() && *shared)
     fail(kExitUnreachable, dir + " is shared by nodes: give --node-id NAME (kvfs-admin nodes " +
                                dir + " lists them)");
   if (!node_id.empty()) {
     // Opening a node's store makes its lock file: never for a name that is
     // no node here (a typo would check nothing and leave a stray lock).
-    if (node_id.find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") !=
-        std::string::npos)
+    if (!is_name(node_id))
       fail(kExitUsage, "--node-id " + node_id + ": letters, digits, '-' and '_' only");
     auto nodes = list_backing_nodes(buf);
     if (!nodes.ok()) fail(kExitUnreachable, nodes.status().ToString());
