@@ -424,6 +424,7 @@ int cmd_lmcache_local(const std::string& dir, Args& a);
 int cmd_nixl_gds(const std::string& dir, Args& a);
 int cmd_lmcache_fs(const std::string& dir, Args& a);
 int cmd_mrqa(const std::string& dir, Args& a);
+int cmd_visibility(const std::string& dir, Args& a);
 int cmd_rw1m(const std::string& dir, Args& a);
 int cmd_meta(const std::string& dir, Args& a);
 int cmd_scale(const std::string& dir, Args& a);

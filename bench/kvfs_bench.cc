@@ -408,7 +408,8 @@ int usage() {
       "  mrqa   DIR [--client vllm|nixl-gds|lmcache-fs] [--context-tokens 1000] [--users 15]\n"
       "         [--rounds 20] [--qps 2] [--time 1200]\n"
       "         [--concurrency 4] [--write-threads 16] [--read-threads 32] [--backing-dir P]\n"
-      "         [--label L] [--flush 1] [--dry-run]\n"
+      "         [--label L] [--flush 1] [--peer-dir DIR2] [--dry-run]\n"
+      "  visibility DIR --peer-dir DIR2 [--files 40] [--size 4M] [--poll-ms 2] [--timeout 30]\n"
       "  rw1m   DIR [--size 256M] [--count 4] [--drop-caches 0]\n"
       "  meta   DIR [--count 20000] [--threads 1]\n"
       "  scale  DIR --phase create|lookup [--files 1000000] [--threads 16] [--size 4096]\n"
@@ -437,6 +438,7 @@ int main(int argc, char** argv) {
   if (cmd == "nixl-gds") return cmd_nixl_gds(dir, a);
   if (cmd == "lmcache-fs") return cmd_lmcache_fs(dir, a);
   if (cmd == "mrqa") return cmd_mrqa(dir, a);
+  if (cmd == "visibility") return cmd_visibility(dir, a);
   if (cmd == "rw1m") return cmd_rw1m(dir, a);
   if (cmd == "meta") return cmd_meta(dir, a);
   if (cmd == "scale") return cmd_scale(dir, a);

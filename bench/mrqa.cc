@@ -31,7 +31,12 @@
 //       [--users 15] [--rounds 20] [--qps 2] [--time 1200] [--system-prompt 1000]
 //       [--answer 100] [--question 32] [--concurrency 4] [--write-threads 16]
 //       [--read-threads 32] [geometry | --chunk-bytes B] [--backing-dir PATH]
-//       [--label NAME] [--flush 1] [--dry-run]
+//       [--label NAME] [--flush 1] [--peer-dir DIR2] [--dry-run]
+//
+// --peer-dir: two instances behind a round-robin balancer. A user's requests
+// alternate between DIR (rounds 2, 4, ...) and DIR2 (rounds 1, 3, ...), the
+// same relative paths under each: two kvfs nodes over one backing dir, or
+// (DIR2 = DIR) two clients of one shared plain dir.
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -204,6 +209,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   const bool dry = a.flag("dry-run");
   const uint64_t salt = a.num("salt", rand64() & 0xffffffffffull);
   std::string ctl = a.str("control", "auto");
+  const std::string peer_dir = a.str("peer-dir", "");
   a.check_all_used();
   const size_t size = g.chunk_bytes;
   const uint64_t bt = g.block_tokens;
@@ -215,6 +221,8 @@ int cmd_mrqa(const std::string& dir, Args& a) {
     need_chunks += r.tokens / bt, max_user = std::max<uint64_t>(max_user, r.user);
   Json j;
   j.add("cmd", "mrqa").add("client", client).add("dir", dir).add("label", label);
+  if (!peer_dir.empty())
+    j.add("peer_dir", peer_dir).add("nodes", uint64_t(peer_dir == dir ? 1 : 2));
   j.add("users", w.users)
       .add("rounds", w.rounds)
       .add("qps", w.qps, 2)
@@ -232,23 +240,31 @@ int cmd_mrqa(const std::string& dir, Args& a) {
 
   // The chunk of (user, index) in prefix order, named as the client names it.
   const bool is_vllm = client == "vllm", is_nixl = client == "nixl-gds";
-  std::string store_dir;
   bool direct = false;
-  if (is_vllm) {  // <root>/<model>_<12 hex>_r0/...
-    const std::string base_dir = vllm_base_dir(dir, "Qwen/Qwen3-8B", salt);
-    store_dir = base_dir + "_r0";
-    direct = vllm_probe_o_direct(base_dir);
-  } else {
-    store_dir = join(dir, is_nixl ? "nixl_gds" : "lmcache_fs");
-    mkdir_p(store_dir);
-    direct = is_nixl;
+  // The same relative paths under each instance's root (a second one with
+  // --peer-dir).
+  std::vector<std::string> roots{dir};
+  if (!peer_dir.empty() && peer_dir != dir) roots.push_back(peer_dir);
+  std::vector<std::string> store_dirs;
+  for (const std::string& root : roots) {
+    if (is_vllm) {  // <root>/<model>_<12 hex>_r0/...
+      const std::string base_dir = vllm_base_dir(root, "Qwen/Qwen3-8B", salt);
+      store_dirs.push_back(base_dir + "_r0");
+      if (root == dir) direct = vllm_probe_o_direct(base_dir);
+    } else {
+      store_dirs.push_back(join(root, is_nixl ? "nixl_gds" : "lmcache_fs"));
+      mkdir_p(store_dirs.back());
+      direct = is_nixl;
+    }
   }
   if (direct && size % kPage) die("O_DIRECT needs a chunk size that is a multiple of 4096");
-  auto chunk_path = [&](uint32_t user, uint64_t i) {
+  // Round r of a user goes to instance r % 2 (round-robin per user).
+  auto chunk_path = [&](uint32_t user, uint64_t i, uint32_t round = 0) {
     const std::string h = hex64(splitmix64(salt ^ (i < shared_chunks ? 0 : user)), i);
-    if (is_vllm) return vllm_block_path(store_dir, h);
-    if (is_nixl) return clients::nixl_name(store_dir, "Qwen/Qwen3-8B", 0, h);
-    return clients::lmcache_fs_name(store_dir, "Qwen3-8B", g.tp, 0, h);
+    const std::string& sd = store_dirs[round % store_dirs.size()];
+    if (is_vllm) return vllm_block_path(sd, h);
+    if (is_nixl) return clients::nixl_name(sd, "Qwen/Qwen3-8B", 0, h);
+    return clients::lmcache_fs_name(sd, "Qwen3-8B", g.tp, 0, h);
   };
   const uint64_t file_size = is_nixl || is_vllm ? size : clients::lmcache_fs_file_size(size, false);
   const std::vector<clients::Extent> ex = clients::extents_of(size, clients::scaled_extent(g));
@@ -286,7 +302,29 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   };
   if (ctl == "auto") ctl = find_kvfs_control(dir);
   const bool is_kvfs = !ctl.empty();
-  auto stats = [&] { return is_kvfs ? kvfs_control(ctl, "{\"cmd\":\"stats\"}") : std::nullopt; };
+  const std::string ctl2 = roots.size() > 1 && is_kvfs ? find_kvfs_control(roots[1]) : "";
+  // One node's stats, or with two the sum of their numbers (nested objects
+  // added field by field; the per-peer lists are left out).
+  auto stats = [&]() -> std::optional<nlohmann::json> {
+    if (!is_kvfs) return std::nullopt;
+    auto s1 = kvfs_control(ctl, "{\"cmd\":\"stats\"}");
+    if (ctl2.empty() || !s1) return s1;
+    auto s2 = kvfs_control(ctl2, "{\"cmd\":\"stats\"}");
+    if (!s2) return s1;
+    std::function<void(nlohmann::json&, const nlohmann::json&)> add = [&](nlohmann::json& x,
+                                                                          const nlohmann::json& y) {
+      for (auto it = y.begin(); it != y.end(); ++it) {
+        if (!x.contains(it.key())) continue;
+        nlohmann::json& v = x[it.key()];
+        if (v.is_object() && it->is_object())
+          add(v, *it);
+        else if (v.is_number() && it->is_number())
+          v = v.get<double>() + it->get<double>();
+      }
+    };
+    add(*s1, *s2);
+    return s1;
+  };
   TreeCount dir0, back0;
   count_tree(dir, &dir0);
   if (!backing.empty()) count_tree(backing, &back0);
@@ -319,12 +357,12 @@ int cmd_mrqa(const std::string& dir, Args& a) {
       uint64_t k = 0;  // prefix hits
       for (; k < n; ++k) {
         ++lookups;
-        if (!present(chunk_path(q.user, k))) break;
+        if (!present(chunk_path(q.user, k, q.round))) break;
       }
       hits += k;
       std::vector<Pool::Task> loads, stores;
       for (uint64_t i = 0; i < k; ++i)
-        loads.push_back([&, path = chunk_path(q.user, i)](char* b, Phase& p) {
+        loads.push_back([&, path = chunk_path(q.user, i, q.round)](char* b, Phase& p) {
           std::memset(b, 0xa5, kPage);
           const double s0 = now_s();
           load(path, b);
@@ -336,7 +374,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
         });
       readers.run(std::move(loads));
       for (uint64_t i = k; i < n; ++i)
-        stores.push_back([&, path = chunk_path(q.user, i)](char* b, Phase& p) {
+        stores.push_back([&, path = chunk_path(q.user, i, q.round)](char* b, Phase& p) {
           apply_stamps(b, size, name_seed(path));
           const double s0 = now_s();
           if (!store(path, b)) return void(++p.skipped);
@@ -363,7 +401,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   double flush_s = 0;
   if (flush) {  // untimed: on kvfs, the backing dir then holds everything
     const double f0 = now_s();
-    fsync_dir(store_dir);
+    for (const std::string& sd : store_dirs) fsync_dir(sd);
     flush_s = now_s() - f0;
   }
   const auto st2 = stats();
@@ -413,6 +451,8 @@ int cmd_mrqa(const std::string& dir, Args& a) {
     add_kvfs_delta(j, *st0, *st2, "kvfs_backing_written_bytes_after_flush",
                    "backing.written_bytes");
     add_kvfs_delta(j, *st0, *st1, "kvfs_misses", "misses");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_peer_file_hits", "cache.peer_file_hits");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_peer_read_bytes", "peers.read_bytes");
     add_kvfs_delta(j, *st0, *st1, "kvfs_ram_evicted_blocks", "ram.evicted_blocks");
     add_kvfs_delta(j, *st0, *st1, "kvfs_backpressure_waits", "ram.backpressure_waits");
     j.add("kvfs_backing_segments", static_cast<uint64_t>(jnum(*st2, "backing.segments")));

@@ -97,6 +97,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
     s->flusher_->start();
     s->evictor_->start();
   }
+  KVFS_RETURN_IF_ERROR(s->open_peers());
   return s;
 }
 
@@ -105,6 +106,7 @@ Status BlockStore::Close() {
   stop_prefault_ = true;
   if (prefault_.joinable()) prefault_.join();
   Status st;
+  if (peers_) peers_->stop();
   if (prefetch_) prefetch_->stop();
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
@@ -170,6 +172,8 @@ static void fix_nlink(const InodeRef& in, Attr* a) {
 
 Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   auto r = ns_->lookup(parent, name);
+  if (!r.ok() && r.status().code() == Status::Code::kNotFound && peers_)
+    r = import_peer(parent, name);
   if (!r.ok()) {
     if (r.status().code() == Status::Code::kNotFound)
       negative_lookups_.fetch_add(1, std::memory_order_relaxed);
@@ -187,6 +191,7 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   }
   if (S_ISREG(a.mode)) {
     file_lookups_.fetch_add(1, std::memory_order_relaxed);
+    if (in->peer) peer_lookups_.fetch_add(1, std::memory_order_relaxed);
     // A hit is loaded right after it is looked up (vLLM, llm-d): start
     // reading what is only in the backing dir.
     if (a.size > 0) prefetch_->want(in);
@@ -221,6 +226,15 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   auto rn = node(ino);
   if (!rn.ok()) return rn.status();
   InodeRef& in = *rn;
+  if (in->peer) {
+    // Only a touch (llm-d marks the hits it skips): kept in memory here.
+    if (r.set_size || r.set_mode || r.set_uid || r.set_gid || r.set_mtime)
+      return peer_read_only(*in);
+    std::lock_guard g(in->mu);
+    if (r.set_atime) in->atime_ns = r.atime_now ? clock_->now_ns() : r.atime_ns;
+    in->touch(clock_->now_ns());
+    return attr_locked(*in);
+  }
   if (r.set_size && r.size > cfg_.max_file_size) return Status::FileTooBig();
   // No namespace lock: a truncate may read the block it shortens from the
   // backing dir (FileData::lock_with_kept), and only a directory's link count needs
@@ -339,6 +353,7 @@ Result<std::string> BlockStore::readlink(uint64_t ino) {
 
 Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   KVFS_RETURN_IF_ERROR(check_writable());
+  if (auto in = ns_->lookup(parent, name); in.ok() && (*in)->peer) return peer_read_only(**in);
   auto r = ns_->remove(parent, name, false);
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
@@ -355,6 +370,12 @@ Status BlockStore::rmdir(uint64_t parent, std::string_view name) {
 Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
                           std::string_view new_name, unsigned flags) {
   KVFS_RETURN_IF_ERROR(check_writable());
+  // Renaming over a peer's file is allowed (this node's version wins here);
+  // moving or exchanging it is not.
+  if (auto in = ns_->lookup(parent, name); in.ok() && (*in)->peer) return peer_read_only(**in);
+  if (flags & kRenameExchange)
+    if (auto in = ns_->lookup(new_parent, new_name); in.ok() && (*in)->peer)
+      return peer_read_only(**in);
   auto r = ns_->rename(parent, name, new_parent, new_name, flags);
   if (!r.ok()) return r.status();
   if (InodeRef replaced = *r) {
@@ -366,6 +387,7 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
 }
 
 Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn) {
+  if (peers_ && cookie == 0) import_peer_children(ino);  // the listing shows every node's names
   return ns_->readdir(ino, cookie, fn);
 }
 
@@ -389,6 +411,7 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
+  if (in->peer) return peer_read_only(*in);
   std::lock_guard g(in->mu);
   auto it = in->xattrs.find(name);
   if ((flags & XATTR_CREATE) && it != in->xattrs.end()) return Status::Exists();
@@ -425,6 +448,7 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
+  if (in->peer) return peer_read_only(*in);
   std::lock_guard g(in->mu);
   if (in->xattrs.erase(name) == 0) return Status::NoData();
   in->ctime_ns = clock_->now_ns();

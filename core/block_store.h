@@ -11,13 +11,15 @@
 //   SegmentStore the backing directory's segment log (segment_store.h)
 //   Index        RocksDB (index.h)
 //   BackingIo    deadlines on backing-dir calls (backing_io.h)
+//   PeerLog      the other nodes' segment logs, followed (peer_log.h)
 //
 //   MetaJournal  the namespace's commits: index now, segment log soon
 //                (meta_journal.h)
 //   SeqCounter   the seqs that order snapshots (seq_counter.h)
 //
-// Who calls whom (no cycle; the one callback is RamTier's pressure call to
-// Flusher::on_pressure, passed down by the owner):
+// Who calls whom (no cycle; the callbacks are RamTier's pressure call to
+// Flusher::on_pressure and PeerLog's news of changed paths to the owner,
+// both passed down by the owner):
 //
 //   BlockStore -> every part
 //   Namespace  -> Journal (MetaJournal) -> Index, SeqCounter, Flusher
@@ -27,6 +29,7 @@
 //   FileData   -> RamTier, SegmentStore
 //   SpaceBudget -> SpaceUsage (SegmentStore's sizes)
 //   SegmentStore -> BackingIo
+//   PeerLog    -> SegmentStore (foreign segment ids), BackingIo
 //
 // Life of a file's data: write -> dirty buffers in the inode; close -> queued;
 // a flusher packs it into the open segment, fdatasyncs, then commits the
@@ -38,7 +41,8 @@
 // Lock order, for the whole of core/ (a thread holding a lock takes only
 // locks after it; TSan's lock-order checks run over the suite):
 //
-//   Evictor::pass_mu_
+//   PeerLog::pass_mu_ (its listener drops imports a peer changed)
+//   -> Evictor::pass_mu_
 //   -> Namespace::commit_mu_ (exclusive for a change of the tree and its
 //      journal commit, shared for a flush commit: the only locks a RocksDB
 //      write runs under, besides the index's own; no lookup or read takes it)
@@ -51,8 +55,8 @@
 //   -> FileData::flight_mu_ (a cold read; never with an inode's mu held)
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
 //      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
-//      Prefetcher::mu_, Evictor::listener_mu_ (the listener itself runs with
-//      no lock held).
+//      Prefetcher::mu_, PeerLog::mu_, Evictor::listener_mu_ (the listener
+//      itself runs with no lock held).
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -78,6 +82,7 @@
 #include "core/evictor.h"
 #include "core/inode.h"
 #include "core/namespace.h"
+#include "core/peer_log.h"
 #include "core/prefetcher.h"
 #include "core/ram_tier.h"
 #include "core/record.h"
@@ -143,6 +148,13 @@ struct StoreStats {
   uint64_t ram_block_hits = 0;    // 1 MiB blocks served from RAM
   uint64_t negative_lookups = 0;  // names looked up that do not exist (KV misses)
   uint64_t file_lookups = 0;      // lookups that found a regular file (KV hits)
+  // Of those, the hits on files another node owns (block_store_peers.cc),
+  // and the bytes read from them.
+  uint64_t peer_lookups = 0, peer_read_bytes = 0;
+  // Files imported from peers' logs, imports dropped for a peer's newer
+  // version or removal, directories made here after a peer's.
+  uint64_t peer_imports = 0, peer_drops = 0, peer_dirs = 0;
+  PeerStats peers;
   // Bytes handed to readers from the RAM tier / read from the backing dir.
   uint64_t ram_hit_bytes = 0, ram_miss_bytes = 0;
 };
@@ -258,6 +270,12 @@ class BlockStore {
   using EvictListener = Evictor::Listener;
   void set_eviction_listener(EvictListener fn);
 
+  // --- the other nodes of a shared backing dir (peer_log.h) ---
+  // Reads their logs now, as the poll thread does every peer_poll (tests,
+  // and whoever cannot wait for it); OK when the dir is not shared.
+  Status poll_peers();
+  PeerStats peer_stats() const;
+
  private:
   BlockStore(const StoreConfig& cfg, const Clock* clock);
   Status load();
@@ -277,6 +295,14 @@ class BlockStore {
   // once; +1 kernel ref.
   Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);
   Status check_writable() const;
+  // Peers (block_store_peers.cc): the log follower, started at mount when
+  // the dir is shared; a lookup's import of what a peer has at (parent,
+  // name); readdir's of every name a peer has in dir; the follower's news.
+  Status open_peers();
+  Result<InodeRef> import_peer(uint64_t parent, std::string_view name);
+  void import_peer_children(uint64_t dir);
+  void peers_changed(const std::vector<std::string>& paths);
+  static Status peer_read_only(const Inode& in);
 
   StoreConfig cfg_;
   const Clock* const clock_;
@@ -295,6 +321,7 @@ class BlockStore {
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
   std::unique_ptr<Evictor> evictor_;
+  std::unique_ptr<PeerLog> peers_;  // shared dirs only; stopped first at Close()
   // Readers of segment extents hold it shared from choosing an extent until
   // their read completes; deleting a segment takes it exclusively.
   std::shared_mutex reclaim_mu_;
@@ -311,6 +338,8 @@ class BlockStore {
   std::atomic<uint64_t> dropped_files_{0};
   std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0}, file_lookups_{0};
   std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
+  std::atomic<uint64_t> peer_lookups_{0}, peer_read_bytes_{0};
+  std::atomic<uint64_t> peer_imports_{0}, peer_drops_{0}, peer_dirs_{0};
 };
 
 }  // namespace kvfs

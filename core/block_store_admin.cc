@@ -60,6 +60,12 @@ StoreStats BlockStore::stats() {
   st.file_lookups = file_lookups_.load();
   st.ram_hit_bytes = ram_hit_bytes_.load();
   st.ram_miss_bytes = ram_miss_bytes_.load();
+  st.peer_lookups = peer_lookups_.load();
+  st.peer_read_bytes = peer_read_bytes_.load();
+  st.peer_imports = peer_imports_.load();
+  st.peer_drops = peer_drops_.load();
+  st.peer_dirs = peer_dirs_.load();
+  st.peers = peer_stats();
   st.live_bytes = segs_->live_bytes();
   return st;
 }

@@ -44,6 +44,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
   if (!created) {
     if (in->is_dir()) return Status::IsDir();
     if (!in->is_reg()) return Status::Invalid("not a regular file");
+    if (in->peer && (writable || (flags & O_TRUNC))) return peer_read_only(*in);
     if ((flags & O_TRUNC) && writable && in->size > 0) {
       truncate_locked(*in, 0);
       in->mtime_ns = in->ctime_ns = clock_->now_ns();
@@ -71,6 +72,7 @@ Result<OpenFile*> BlockStore::open_file(uint64_t ino, int flags) {
   InodeRef in = *r;
   const bool writable = (flags & O_ACCMODE) != O_RDONLY;
   if (writable) KVFS_RETURN_IF_ERROR(check_writable());
+  if (in->peer && (writable || (flags & O_TRUNC))) return peer_read_only(*in);
   std::lock_guard g(in->mu);
   if (in->is_dir()) return Status::IsDir();
   if (!in->is_reg()) return Status::Invalid("not a regular file");
@@ -197,7 +199,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     // relatime: enough for "last read" without a write per read.
     if (!f->noatime && (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000)) {
       in.atime_ns = t;
-      in.atime_dirty = true;
+      in.atime_dirty = !in.peer;  // a peer's file is never written here
     }
   }
   uint64_t ram_hits = 0;
@@ -237,6 +239,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   }
   if (hit_bytes) ram_hit_bytes_.fetch_add(hit_bytes, std::memory_order_relaxed);
   if (miss_bytes) ram_miss_bytes_.fetch_add(miss_bytes, std::memory_order_relaxed);
+  if (in.peer) peer_read_bytes_.fetch_add(out->bytes, std::memory_order_relaxed);
   return Status::OK();
 }
 

@@ -101,6 +101,9 @@ struct StoreConfig {
   // Empty: it owns the dir alone and names its segments after the host
   // (default_node_id()).
   std::string node_id;
+  // With node_id: every peer_poll_s the other nodes' segment logs are read
+  // for what they committed since (core/peer_log.h).
+  double peer_poll_s = 0.5;
 
   // Set by the daemon, not an option: written into the lock file it holds
   // (the node's, or kvfs.lock), so that a second daemon can tell one still

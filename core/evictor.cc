@@ -105,7 +105,9 @@ void Evictor::run() {
 }
 
 bool Evictor::evictable_locked(Inode& in, bool force, int64_t now) const {
-  if (!in.is_reg() || in.evicted) return false;
+  // A peer's file is its owner's to evict; here it holds only RAM, which
+  // the RAM tier takes back on its own.
+  if (!in.is_reg() || in.evicted || in.peer) return false;
   if (force) return true;
   const int64_t protect = grace_ns_.load() + int64_t(p_.cfg->kernel_cache_s * kSec);
   return in.open_count == 0 && !in.dirty() && !in.in_flush &&
@@ -130,7 +132,7 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
   Status s = p_.ns->remove_many(
       victims,
       [&](Inode& in) {
-        bool ok = (why == Reason::kTmp ? in.is_reg() && in.open_count == 0
+        bool ok = (why == Reason::kTmp ? in.is_reg() && !in.peer && in.open_count == 0
                                        : evictable_locked(in, force, now)) &&
                   (!extra || extra(in));
         if (!ok && res) ++res->skipped;

@@ -45,6 +45,13 @@ struct BlockSlot {
 
 class Inode;
 
+// Where a file imported from another node's log came from (peer_log.h).
+struct PeerOrigin {
+  std::string node;
+  uint64_t ino = 0;  // the peer's inode number
+  uint64_t seq = 0;  // of the snapshot imported
+};
+
 struct DirData {
   std::unordered_map<std::string, std::shared_ptr<Inode>> by_name;
   std::map<uint64_t, Inode*> by_cookie;  // readdir order, stable offsets
@@ -68,6 +75,10 @@ class Inode {
   // Written under Namespace::commit_mu_ exclusive (the journal), or shared
   // plus mu (a flush commit); read under commit_mu_ plus mu.
   std::unique_ptr<InodeSnapshot> committed;
+  // Set (before it is linked, never changed) for a file another node owns:
+  // read only here, never journaled, flushed or evicted; its extents name
+  // the peer's segments (SegmentStore's foreign ids).
+  std::unique_ptr<const PeerOrigin> peer;
 
   std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)
   // Last open, lookup, stat, read or atime touch (CLOCK_REALTIME ns): the LRU

@@ -28,6 +28,37 @@ std::string Namespace::path(uint64_t parent, const std::string& name) const {
   return "/" + p;
 }
 
+Result<std::string> Namespace::rel_path(uint64_t parent, std::string_view name) const {
+  std::shared_lock l(mu_);
+  std::string p(name);
+  for (int depth = 0; parent != kRootIno; ++depth) {
+    auto it = table_.find(parent);
+    if (it == table_.end() || !it->second->linked || depth >= 4096) return Status::NotFound();
+    p = it->second->name + "/" + p;
+    parent = it->second->parent;
+  }
+  return p;
+}
+
+Result<InodeRef> Namespace::import(uint64_t parent, std::string_view name, InodeSnapshot&& s,
+                                   PeerOrigin origin) {
+  KVFS_RETURN_IF_ERROR(check_name(name));
+  std::unique_lock c(commit_mu_);
+  auto d = dir_locked(parent);
+  if (!d.ok()) return d.status();
+  std::string key(name);
+  if ((*d)->dir->by_name.count(key)) return Status::Exists();
+  s.ino = next_ino_.fetch_add(1);
+  InodeRef in = make_loaded(std::move(s));
+  in->committed.reset();  // the index never knows it
+  in->peer = std::make_unique<const PeerOrigin>(std::move(origin));
+  in->linked = true;
+  std::unique_lock l(mu_);
+  link_locked(*d, in, std::move(key));
+  table_[in->ino] = in;
+  return in;
+}
+
 InodeRef Namespace::get(uint64_t ino) const {
   std::shared_lock l(mu_);
   auto it = table_.find(ino);

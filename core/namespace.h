@@ -108,6 +108,13 @@ class Namespace {
   Result<InodeRef> rename(uint64_t parent, std::string_view name, uint64_t new_parent,
                           std::string_view new_name, unsigned flags);
 
+  // Links a file another node committed (s: its snapshot, extents already
+  // naming foreign segments) as (parent, name) under a new inode number:
+  // never journaled, the peer's log is its record. Exists if the name was
+  // taken meanwhile.
+  Result<InodeRef> import(uint64_t parent, std::string_view name, InodeSnapshot&& s,
+                          PeerOrigin origin);
+
   // Removes a file by identity (its name may have changed meanwhile), e.g.
   // when its data turned out to be corrupt. NotFound if already unlinked.
   Status drop(const InodeRef& in);
@@ -140,6 +147,9 @@ class Namespace {
   // The path of a name relative to the root, for log lines ("a/b/c"); a
   // parent no longer in the table shows as "<inode N>". Takes mu_ shared.
   std::string path(uint64_t parent, const std::string& name) const;
+  // The path of (parent, name) relative to the root ("a/b/c", as resolve()
+  // and the peers' logs take it); NotFound if parent is not in the tree.
+  Result<std::string> rel_path(uint64_t parent, std::string_view name) const;
   // Resolves a path relative to the root ("a/b/c"); "" is the root.
   Result<InodeRef> resolve(std::string_view path) const;
 

@@ -76,41 +76,70 @@ Result<std::shared_ptr<SegmentStore::ReadFd>> SegmentStore::read_fd(uint64_t id)
   {
     std::shared_lock l(mu_);
     if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;
-    auto it = segs_.find(id);
-    if (it == segs_.end())
-      return Status::Corruption("segment " + std::to_string(id) + " is missing");
-    path = it->second.path;
+    if (id & kForeignBit) {
+      auto it = foreign_.find(id);
+      if (it == foreign_.end()) return Status::Corruption("a peer's segment is gone");
+      path = it->second;
+    } else {
+      auto it = segs_.find(id);
+      if (it == segs_.end())
+        return Status::Corruption("segment " + std::to_string(id) + " is missing");
+      path = it->second.path;
+    }
   }
   // Opened without the lock: an open on a stalled NFS server blocks.
   auto f = std::make_shared<ReadFd>();
+  f->name = id & kForeignBit ? path : std::to_string(id);
   f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0));
   if (f->fd < 0) return Status::FromErrno(errno, "open segment " + path);
   std::unique_lock l(mu_);
   if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;  // raced: theirs
-  if (segs_.count(id)) read_fds_[id] = f;  // else deleted meanwhile: use it once
+  if (segs_.count(id) || foreign_.count(id)) read_fds_[id] = f;  // else deleted: use it once
   return f;
+}
+
+uint64_t SegmentStore::foreign_segment(const std::string& path) {
+  std::unique_lock l(mu_);
+  if (auto it = foreign_ids_.find(path); it != foreign_ids_.end()) return it->second;
+  const uint64_t id = kForeignBit | next_foreign_++;
+  foreign_ids_[path] = id;
+  foreign_[id] = path;
+  return id;
+}
+
+void SegmentStore::reopen_foreign(uint64_t id) {
+  std::unique_lock l(mu_);
+  read_fds_.erase(id);  // closed by the last read still using it
+}
+
+void SegmentStore::forget_foreign(uint64_t id) {
+  std::unique_lock l(mu_);
+  if (auto it = foreign_.find(id); it != foreign_.end()) {
+    foreign_ids_.erase(it->second);
+    foreign_.erase(it);
+  }
+  read_fds_.erase(id);
 }
 
 namespace {
 
-Status read_into(int fd, const Extent& ext, char* dst) {
+Status read_into(int fd, const std::string& seg, const Extent& ext, char* dst) {
   const size_t want = align_up(ext.len);
   size_t got = 0;
   while (got < ext.len) {
     ssize_t r = ::pread(fd, dst + got, want - got, static_cast<off_t>(ext.off + got));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "read segment " + std::to_string(ext.seg));
+      return Status::FromErrno(errno, "read segment " + seg);
     }
     if (r == 0) break;
     got += static_cast<size_t>(r);
   }
   if (got < ext.len)
-    return Status::Corruption("short segment " + std::to_string(ext.seg) + " at offset " +
-                              std::to_string(ext.off));
+    return Status::Corruption("short segment " + seg + " at offset " + std::to_string(ext.off));
   if (hash_bytes(dst, ext.len) != ext.hash)
-    return Status::Corruption("checksum mismatch in segment " + std::to_string(ext.seg) +
-                              " at offset " + std::to_string(ext.off));
+    return Status::Corruption("checksum mismatch in segment " + seg + " at offset " +
+                              std::to_string(ext.off));
   return Status::OK();
 }
 
@@ -124,7 +153,7 @@ Status SegmentStore::read_extent(const Extent& ext, const BufRef& dst) {
   auto body = [this, ext, dst]() -> Status {
     auto f = read_fd(ext.seg);
     if (!f.ok()) return f.status();
-    return read_into((*f)->fd, ext, dst->data());
+    return read_into((*f)->fd, (*f)->name, ext, dst->data());
   };
   if (!io_) return body();
   return io_->run("read of segment " + std::to_string(ext.seg), std::move(body));
@@ -225,26 +254,6 @@ uint64_t SegmentStore::min_seq_except(uint64_t except) const {
   return m;
 }
 
-namespace {
-
-// Whether every block that the entries place in [start, end) of segment id
-// reads back with its hash.
-bool blocks_intact(int fd, uint64_t id, uint64_t start, uint64_t end,
-                   const std::vector<RecordEntry>& entries, std::string* buf) {
-  for (const RecordEntry& e : entries)
-    for (const BlockExtent& b : e.snap.extents) {
-      const Extent& x = b.ext;
-      if (x.seg != id || x.off < start || x.off + x.len > end) continue;
-      buf->resize(x.len);
-      if (::pread(fd, buf->data(), x.len, static_cast<off_t>(x.off)) != ssize_t(x.len) ||
-          hash_bytes(buf->data(), x.len) != x.hash)
-        return false;
-    }
-  return true;
-}
-
-}  // namespace
-
 Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes, uint64_t from,
                           Check check, uint64_t* damaged) {
   std::string path;
@@ -258,33 +267,9 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
   struct stat st;
-  ::fstat(fd, &st);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  uint64_t off = from;
-  std::string meta, block;
-  while (off + kRecordHeaderSize <= size) {
-    char hdr[kRecordHeaderSize];
-    if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(off)) != ssize_t(sizeof(hdr))) break;
-    RecordHeader h;
-    if (!decode_header(hdr, &h).ok() || off + h.total_len() > size) break;
-    meta.resize(h.meta_len);
-    if (h.meta_len > 0 &&
-        ::pread(fd, meta.data(), h.meta_len, static_cast<off_t>(off + kRecordHeaderSize)) !=
-            ssize_t(h.meta_len))
-      break;
-    if (hash_bytes(meta.data(), meta.size()) != h.meta_hash) break;
-    std::vector<RecordEntry> entries;
-    if (!decode_entries(meta, &entries).ok()) break;
-    if (check == Check::kBlocks &&
-        !blocks_intact(fd, id, off, off + h.total_len(), entries, &block)) {
-      if (damaged) ++*damaged;
-    } else {
-      fn(off, h, entries);
-    }
-    off += h.total_len();
-  }
+  const uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  scan_segment_fd(fd, id, size, fn, valid_bytes, from, check, damaged);
   ::close(fd);
-  if (valid_bytes) *valid_bytes = off;
   return Status::OK();
 }
 

@@ -30,6 +30,7 @@
 #include "core/config.h"
 #include "core/index.h"
 #include "core/record.h"
+#include "core/segment_scan.h"
 #include "core/space_budget.h"
 #include "core/status.h"
 
@@ -88,6 +89,17 @@ class SegmentStore : public SpaceUsage {
   // undefined to the caller).
   Status read_extent(const Extent& ext, const BufRef& dst);
 
+  // A peer's segment, read only (peer_log.h), under an id of its own: the
+  // high bit set, never one of this node's, so that extents pointing into it
+  // are read, cached and read ahead like any other. The same path always
+  // gets the same id. reopen_foreign(): the next read opens the file again,
+  // so it sees what the peer appended since (close-to-open). A forgotten id
+  // reads as Corruption ("missing"), as a deleted segment of one's own.
+  static constexpr uint64_t kForeignBit = 1ull << 63;
+  uint64_t foreign_segment(const std::string& path);
+  void reopen_foreign(uint64_t id);
+  void forget_foreign(uint64_t id);
+
   std::vector<SegmentInfo> list() const;
   bool has_segment(uint64_t id) const;
   // Deleting a segment, in two steps: forget_segment() drops it from the
@@ -112,9 +124,8 @@ class SegmentStore : public SpaceUsage {
   // later (bit rot), and the records after it still count. What will be
   // applied without having been committed (a catch-up, a rebuild) must pass
   // this; records only walked (reclaim) need not.
-  enum class Check { kHeaders, kBlocks };
-  using RecordFn =
-      std::function<void(uint64_t off, const RecordHeader&, std::vector<RecordEntry>&)>;
+  using Check = ScanCheck;
+  using RecordFn = kvfs::RecordFn;
   Status scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes = nullptr, uint64_t from = 0,
               Check check = Check::kHeaders, uint64_t* damaged = nullptr);
 
@@ -147,6 +158,7 @@ class SegmentStore : public SpaceUsage {
   // leaves a read on a closed, or reused, descriptor.
   struct ReadFd {
     int fd = -1;
+    std::string name;  // for messages: the id, or a peer segment's path
     ~ReadFd();
   };
   SegmentStore() = default;
@@ -169,6 +181,9 @@ class SegmentStore : public SpaceUsage {
   std::unordered_map<uint64_t, SegmentInfo> segs_;                  // guarded by mu_
   std::unordered_map<uint64_t, std::shared_ptr<ReadFd>> read_fds_;  // guarded by mu_
   uint64_t next_id_ = 1;                                            // guarded by mu_
+  std::unordered_map<uint64_t, std::string> foreign_;               // guarded by mu_
+  std::unordered_map<std::string, uint64_t> foreign_ids_;           // guarded by mu_
+  uint64_t next_foreign_ = 1;                                       // guarded by mu_
 };
 
 // Appends records to one segment (segment_writer.cc). Writes are queued on an io_uring (plain

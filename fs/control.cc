@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -51,8 +52,30 @@ json latency(const LatencyHistogram& h) {
               {"buckets", buckets}};
 }
 
+// The other nodes of a shared backing dir, as this node follows them.
+json peers_json(const StoreStats& s) {
+  json nodes = json::array();
+  for (const PeerNodeStats& n : s.peers.nodes)
+    nodes.push_back({{"node", n.node},
+                     {"segments", n.segments},
+                     {"segment_bytes", n.segment_bytes},
+                     {"files", n.files},
+                     {"bytes", n.bytes},
+                     {"read_bytes", n.read_bytes},
+                     {"behind_bytes", n.behind_bytes},
+                     {"lag_seconds", n.lag_s},
+                     {"max_seq", n.max_seq}});
+  return {{"file_hits", s.peer_lookups},      {"read_bytes", s.peer_read_bytes},
+          {"imported_files", s.peer_imports}, {"dropped_imports", s.peer_drops},
+          {"dirs_made", s.peer_dirs},         {"passes", s.peers.passes},
+          {"records", s.peers.records},       {"entries", s.peers.entries},
+          {"pass_errors", s.peers.errors},    {"nodes", nodes}};
+}
+
 json stats_json(BlockStore& st, OpLatencies& lat) {
   StoreStats s = st.stats();
+  uint64_t dir_used = s.segment_bytes;
+  for (const PeerNodeStats& n : s.peers.nodes) dir_used += n.segment_bytes;
   EvictorStats e = st.evictor_stats();
   const BackingIoStats b = st.backing_io_stats();
   const uint64_t ram_used = s.ram.clean_bytes + s.ram.dirty_bytes;
@@ -70,6 +93,8 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"backpressure_waits", s.ram.backpressure_waits}}},
       {"backing",
        {{"used_bytes", s.segment_bytes},
+        // This node's segments and every peer's: the whole shared dir.
+        {"dir_used_bytes", dir_used},
         {"capacity_bytes", s.capacity},
         {"live_bytes", s.live_bytes},
         {"segments", s.segments},
@@ -94,6 +119,9 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
       {"cache",
        {{"file_hits", s.file_lookups},
         {"file_misses", s.negative_lookups},
+        // Hits by origin: files this node owns, files a peer owns.
+        {"own_file_hits", s.file_lookups - std::min(s.file_lookups, s.peer_lookups)},
+        {"peer_file_hits", s.peer_lookups},
         {"ram_hit_bytes", s.ram_hit_bytes},
         {"ram_miss_bytes", s.ram_miss_bytes}}},
       {"prefetch",
@@ -107,6 +135,7 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"cancelled_blocks", s.prefetch.cancelled},
         {"over_budget_blocks", s.prefetch.over_budget},
         {"joined_reads", s.joined_reads}}},
+      {"peers", peers_json(s)},
       {"dirty_bytes", s.ram.dirty_bytes},
       {"flush",
        {{"queued", s.queued},

@@ -1,5 +1,6 @@
 #include "fs/options.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -41,6 +42,7 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
     KVFS_RETURN_IF_ERROR(
         parse_option(o->spec(), has_val ? opt.substr(eq + 1) : "", has_val, o->field(*a)));
     if (o->spec().to_fuse) a->fs.fuse_opts.push_back(key);
+    if (key == "negative_timeout") a->negative_timeout_given = true;
     return Status::OK();
   }
   if (fuse_passthrough(key)) {
@@ -117,6 +119,8 @@ Result<ParsedArgs> parse_args(int argc, char** argv) {
   char buf[PATH_MAX];
   a.store.backing_dir = realpath(pos[0].c_str(), buf) ? buf : pos[0];
   a.fs.mountpoint = realpath(pos[1].c_str(), buf) ? buf : pos[1];
+  if (!a.store.node_id.empty() && !a.negative_timeout_given)
+    a.fs.negative_timeout = std::min(a.fs.negative_timeout, 1.0);
 
   KVFS_RETURN_IF_ERROR(a.validate());
   return a;

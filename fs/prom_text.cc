@@ -129,6 +129,23 @@ const std::vector<PromMetric>& prom_metrics() {
          "counter",
          "Lookups of file names, by result: hit (a file) or miss (no such name).",
          {{"result=\"hit\"", "/cache/file_hits"}, {"result=\"miss\"", "/cache/file_misses"}}},
+        {"kvfs_file_hits_total",
+         "counter",
+         "File lookups that found a file, by its owner: this node (own) or another node (peer).",
+         {{"origin=\"own\"", "/cache/own_file_hits"},
+          {"origin=\"peer\"", "/cache/peer_file_hits"}}},
+        {"kvfs_peer_read_bytes_total",
+         "counter",
+         "Bytes returned to readers from files other nodes own.",
+         {{"", "/peers/read_bytes"}}},
+        {"kvfs_peer_imported_files_total",
+         "counter",
+         "Files of other nodes made visible here (by lookup or readdir).",
+         {{"", "/peers/imported_files"}}},
+        {"kvfs_peer_log_pass_errors_total",
+         "counter",
+         "Passes over the other nodes' segment logs that met an error.",
+         {{"", "/peers/pass_errors"}}},
         {"kvfs_read_served_bytes_total",
          "counter",
          "Bytes returned to readers, by the tier that held them (ram: hit, backing: miss).",
@@ -238,6 +255,32 @@ std::string render(const std::string& mnt, const json& s, const std::string& ver
     if (body.empty()) continue;
     o += std::string("# HELP ") + m.name + " " + m.help + "\n# TYPE " + m.name + " " + m.type +
          "\n" + body;
+  }
+  // Per peer node: how far behind its log this node is, and what it holds.
+  const json::json_pointer pn("/peers/nodes");
+  if (s.contains(pn) && s.at(pn).is_array() && !s.at(pn).empty()) {
+    struct PeerGauge {
+      const char* name;
+      const char* key;
+      const char* help;
+    };
+    static const PeerGauge gauges[] = {
+        {"kvfs_peer_lag_seconds", "lag_seconds",
+         "Seconds since this node last read the whole of a peer's segment log."},
+        {"kvfs_peer_behind_bytes", "behind_bytes",
+         "Bytes of records a peer has begun and this node has not read complete."},
+        {"kvfs_peer_files", "files", "Regular files a peer has, as this node has read its log."},
+        {"kvfs_peer_bytes", "bytes", "Bytes of those files."},
+        {"kvfs_peer_log_read_bytes", "read_bytes", "Bytes of a peer's segments read so far."},
+    };
+    for (const PeerGauge& g : gauges) {
+      o += std::string("# HELP ") + g.name + " " + g.help + "\n# TYPE " + g.name + " gauge\n";
+      for (const json& n : s.at(pn)) {
+        if (!n.contains(g.key) || !n[g.key].is_number()) continue;
+        o += std::string(g.name) + "{" + ml + ",peer=\"" + escape(n.value("node", "")) + "\"} " +
+             number(n[g.key].get<double>()) + "\n";
+      }
+    }
   }
   // Latencies: one histogram per FUSE operation. Buckets in the JSON are
   // cumulative already (the daemon's snapshot), the last one is +Inf.

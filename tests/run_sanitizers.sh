@@ -43,8 +43,8 @@ case "$mode" in
     sanitize="thread"
     targets=(kvfs block_store_test evictor_test recovery_test backing_io_test space_budget_test
       flusher_test namespace_test file_data_test prefetcher_test mount_races_test mount_stall_test
-      mount_prefetch_test mount_nodes_test segment_store_test)
-    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentStoreTest)\.|^mount_(races|stall|prefetch|nodes)_test$")
+      mount_prefetch_test mount_nodes_test segment_store_test peer_files_test mount_peers_test)
+    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentStoreTest|PeerFilesTest)\.|^mount_(races|stall|prefetch|nodes|peers)_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2

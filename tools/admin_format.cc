@@ -163,6 +163,23 @@ std::string render_table(const std::string& root, const json& s, const json* pre
                   std::to_string(unum(s, "/hits/backing")) + rate("/hits/backing") +
                   " blocks; RAM hit ratio " + pct(hr, hr + hb));
   add("misses", std::to_string(unum(s, "/misses")) + rate("/misses") + " lookups of absent names");
+  // Nodes sharing the backing dir: what this node sees of each.
+  const json::json_pointer pn("/peers/nodes");
+  if (s.contains(pn) && s.at(pn).is_array() && !s.at(pn).empty()) {
+    add("file hits", std::to_string(unum(s, "/cache/own_file_hits")) + " own, " +
+                         std::to_string(unum(s, "/cache/peer_file_hits")) + " a peer's (" +
+                         human_bytes(num(s, "/peers/read_bytes")) + " read); whole dir " +
+                         human_bytes(num(s, "/backing/dir_used_bytes")) + " used");
+    for (const json& n : s.at(pn)) {
+      char b[256];
+      std::snprintf(b, sizeof(b), "%s: %llu files, %s in %llu segments; %.1f s behind, %s unread",
+                    n.value("node", "?").c_str(), (unsigned long long)n.value("files", 0ull),
+                    human_bytes(n.value("bytes", 0.0)).c_str(),
+                    (unsigned long long)n.value("segments", 0ull), n.value("lag_seconds", 0.0),
+                    human_bytes(n.value("behind_bytes", 0.0)).c_str());
+      add("peer", b);
+    }
+  }
   add("prefetch", std::to_string(unum(s, "/prefetch/reads")) + " blocks read ahead (" +
                       human_bytes(num(s, "/prefetch/read_bytes")) + "), " +
                       std::to_string(unum(s, "/prefetch/used_blocks")) + " used, " +

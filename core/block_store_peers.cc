@@ -1,0 +1,113 @@
+// BlockStore and the other nodes of a shared backing dir (peer_log.h): a
+// name that is not here but that a peer committed is imported on lookup (or
+// readdir) as a read-only inode whose extents point into the peer's
+// segments; a peer's newer version or removal drops the import, so the next
+// lookup finds what the peer has now.
+#include <sys/stat.h>
+
+#include "core/block_store.h"
+#include "core/file_data.h"
+#include "core/log.h"
+#include "core/peer_log.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+
+Status BlockStore::open_peers() {
+  if (!segs_->shared()) return Status::OK();
+  peers_ =
+      std::make_unique<PeerLog>(cfg_.backing_dir, segs_->node(), segs_.get(), io_.get(), clock_);
+  // What the peers had at mount is there before the mount is ready.
+  if (Status s = peers_->poll(); !s.ok())
+    spdlog::warn("reading the other nodes' segment logs at mount: {}", s.ToString());
+  peers_->set_listener([this](const std::vector<std::string>& paths) { peers_changed(paths); });
+  peers_->start(cfg_.peer_poll_s);
+  return Status::OK();
+}
+
+Status BlockStore::poll_peers() {
+  if (!peers_) return Status::OK();
+  return peers_->poll();
+}
+
+PeerStats BlockStore::peer_stats() const {
+  return peers_ ? peers_->stats() : PeerStats{};
+}
+
+Status BlockStore::peer_read_only(const Inode& in) {
+  return Status::ReadOnly("a file of node " + in.peer->node + " (only its owner changes it)");
+}
+
+Result<InodeRef> BlockStore::import_peer(uint64_t parent, std::string_view name) {
+  if (!peers_) return Status::NotFound();
+  auto path = ns_->rel_path(parent, name);
+  if (!path.ok()) return Status::NotFound();
+  std::optional<PeerFile> f = peers_->find(*path);
+  if (!f) return Status::NotFound();
+  if (S_ISDIR(f->snap.mode)) {
+    // Made here, and journaled: local files written under it outlive a
+    // restart whatever the peer does with its own directory.
+    if (cfg_.read_only) return Status::NotFound();
+    bool created = false;
+    auto d = ns_->create(parent, name, {f->snap.mode, f->snap.uid, f->snap.gid, {}, 0},
+                         /*excl=*/false, &created);
+    if (d.ok() && created) peer_dirs_.fetch_add(1, std::memory_order_relaxed);
+    return d;
+  }
+  PeerOrigin o{f->node, f->ino, f->snap.seq};
+  auto in = ns_->import(parent, name, std::move(f->snap), o);
+  if (in.ok()) {
+    peer_imports_.fetch_add(1, std::memory_order_relaxed);
+    // A pass that applied a newer version between find() and the import
+    // told its listener before the import was linked, so it dropped
+    // nothing: look again now that it is, and leave no stale copy.
+    std::optional<PeerFile> again = peers_->find(*path);
+    if (!again || again->node != o.node || again->ino != o.ino || again->snap.seq != o.seq) {
+      if (ns_->drop(*in).ok()) peer_drops_.fetch_add(1, std::memory_order_relaxed);
+      ns_->reap_if_unused(*in);  // nobody had it yet
+      return Status::NotFound("changed on node " + o.node + " meanwhile");
+    }
+    return in;
+  }
+  if (in.status().code() == Status::Code::kExists) return ns_->lookup(parent, name);  // raced
+  return in.status();
+}
+
+void BlockStore::import_peer_children(uint64_t dir) {
+  if (!peers_) return;
+  auto path = ns_->rel_path(dir, "");
+  if (!path.ok()) return;
+  std::string p = *path;
+  if (!p.empty() && p.back() == '/') p.pop_back();
+  for (auto& [name, mode] : peers_->children(p))
+    if (!ns_->lookup(dir, name).ok()) (void)import_peer(dir, name);
+}
+
+void BlockStore::peers_changed(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    auto r = ns_->resolve(p);
+    if (!r.ok() || !(*r)->peer) continue;  // not imported, or ours: ours wins here
+    InodeRef in = *r;
+    std::optional<PeerFile> now = peers_->find(p);
+    if (now && now->node == in->peer->node && now->ino == in->peer->ino &&
+        now->snap.seq == in->peer->seq)
+      continue;
+    uint64_t parent;
+    std::string name;
+    {
+      std::shared_lock ns(ns_->mu());
+      parent = in->parent;
+      name = in->name;
+    }
+    if (!ns_->drop(in).ok()) continue;
+    peer_drops_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard g(in->mu);
+      if (FileData::unused_locked(*in)) data_->free_locked(*in);  // its cached blocks too
+    }
+    ns_->reap_if_unused(in);                  // else forget() or the last close does
+    evictor_->notify(parent, name, in->ino);  // the kernel forgets it too
+  }
+}
+
+}  // namespace kvfs

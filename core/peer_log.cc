@@ -1,0 +1,383 @@
+#include "core/peer_log.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include "core/backing_io.h"
+#include "core/disk_layout.h"
+#include "core/log.h"
+#include "core/segment_scan.h"
+#include "core/segment_store.h"
+
+namespace kvfs {
+namespace {
+
+std::vector<std::string_view> split_path(std::string_view p) {
+  std::vector<std::string_view> out;
+  while (!p.empty()) {
+    const size_t k = p.find('/');
+    std::string_view c = p.substr(0, k);
+    if (!c.empty()) out.push_back(c);
+    if (k == std::string_view::npos) break;
+    p.remove_prefix(k + 1);
+  }
+  return out;
+}
+
+// A peer's root is inode 1, as every node's: paths resolve from it.
+constexpr uint64_t kRootInoPeer = 1;
+
+bool servable(uint32_t mode) {
+  return S_ISREG(mode) || S_ISDIR(mode);
+}
+
+}  // namespace
+
+PeerLog::PeerLog(std::string backing, std::string own_node, SegmentStore* segs, BackingIo* io,
+                 const Clock* clock)
+    : dir_(layout::segment_dir(backing)),
+      own_(std::move(own_node)),
+      segs_(segs),
+      io_(io),
+      clock_(clock) {}
+
+PeerLog::~PeerLog() {
+  stop();
+}
+
+void PeerLog::set_listener(ChangeFn fn) {
+  std::lock_guard l(mu_);
+  listener_ = std::move(fn);
+}
+
+void PeerLog::start(double interval_s) {
+  th_ = std::thread([this, interval_s] { run(interval_s); });
+}
+
+void PeerLog::stop() {
+  {
+    std::lock_guard l(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (th_.joinable()) th_.join();
+}
+
+void PeerLog::run(double interval_s) {
+  const auto step = std::chrono::duration<double>(interval_s);
+  for (;;) {
+    {
+      std::unique_lock l(stop_mu_);
+      if (stop_cv_.wait_for(l, step, [&] { return stop_; })) return;
+    }
+    static LogLimiter limit;
+    uint64_t held = 0;
+    if (Status s = poll(); !s.ok() && limit.allow(&held))
+      spdlog::warn("reading the peers' segment logs: {} ({} more like it)", s.ToString(), held);
+  }
+}
+
+namespace {
+
+// What one pass read of one peer segment. Owned by the call (shared with
+// it): a call left behind by its deadline writes only here.
+struct ScanOut {
+  uint64_t size = 0;   // the file's size at open
+  uint64_t from = 0;   // where the scan started
+  uint64_t valid = 0;  // the end of the last complete record
+  bool partial = false;
+  bool gone = false;  // deleted between the listing and the open
+  uint64_t records = 0;
+  std::vector<RecordEntry> entries;
+};
+
+Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, ScanOut* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    // Deleted by its owner between the listing and the open (ENOENT, or
+    // ESTALE over NFS): gone, as if not listed.
+    if (errno == ENOENT || errno == ESTALE) {
+      out->gone = true;
+      return Status::OK();
+    }
+    return Status::FromErrno(errno, "open " + path);
+  }
+  struct stat st;
+  out->size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  out->from = out->size < pos ? 0 : pos;  // cut short (by hand): all again, by seq
+  out->valid = out->from;
+  scan_segment_fd(
+      fd, id, out->size,
+      [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
+        ++out->records;
+        for (RecordEntry& e : es) out->entries.push_back(std::move(e));
+      },
+      &out->valid, out->from, ScanCheck::kHeaders, nullptr);
+  // Past the last complete record: zeros (the owner preallocates ahead of
+  // its writes) or a record not complete yet, which is lag.
+  if (out->valid + kRecordHeaderSize <= out->size) {
+    char hdr[kRecordHeaderSize] = {};
+    if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(out->valid)) == ssize_t(sizeof(hdr)))
+      for (char c : hdr) out->partial |= c != 0;
+  }
+  ::close(fd);
+  return Status::OK();
+}
+
+Status list_segments(const std::string& dir, std::vector<std::string>* names) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return Status::FromErrno(errno, "list " + dir);
+  while (dirent* e = ::readdir(d))
+    if (layout::parse_segment_name(e->d_name)) names->push_back(e->d_name);
+  ::closedir(d);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status PeerLog::io(const std::string& what, std::function<Status()> fn) {
+  // Under the backing dir's deadline: a stalled NFS server costs a pass,
+  // never the thread (nor the unmount that stops it).
+  return io_ ? io_->run(what, std::move(fn)) : fn();
+}
+
+Status PeerLog::poll() {
+  std::lock_guard pass(pass_mu_);
+  Status first;
+  auto fail = [&](Status s) {
+    if (first.ok()) first = std::move(s);
+  };
+  // 1. The listing: every peer segment there is now.
+  auto names = std::make_shared<std::vector<std::string>>();
+  KVFS_RETURN_IF_ERROR(
+      io("listing of " + dir_, [dir = dir_, names] { return list_segments(dir, names.get()); }));
+  for (auto& [k, s] : seg_table_) s.listed = false;
+  for (const std::string& name : *names) {
+    auto n = layout::parse_segment_name(name);
+    if (!n || n->node == own_) continue;
+    Seg& s = seg_table_[{n->node, n->id}];
+    if (s.path.empty()) {
+      s.node = n->node;
+      s.id = n->id;
+      s.path = dir_ + "/" + name;
+      s.alias = segs_->foreign_segment(s.path);
+    }
+    s.listed = true;
+  }
+  // 2. New records of each, in segment order (seqs order them anyway).
+  struct Read {
+    Seg* seg;
+    std::shared_ptr<ScanOut> out;
+  };
+  std::vector<Read> reads;
+  std::vector<std::pair<std::string, uint64_t>> gone;
+  for (auto& [k, s] : seg_table_) {
+    if (!s.listed) {
+      gone.push_back(k);
+      continue;
+    }
+    auto out = std::make_shared<ScanOut>();
+    Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {
+      return scan_peer_segment(path, id, pos, out.get());
+    });
+    if (!st.ok()) {
+      fail(std::move(st));
+      continue;
+    }
+    if (out->gone) {
+      gone.push_back(k);
+      continue;
+    }
+    if (out->size != s.size) segs_->reopen_foreign(s.alias);  // reads see the appends too
+    s.size = out->size;
+    s.pos = out->valid;
+    s.partial = out->partial;
+    reads.push_back({&s, std::move(out)});
+  }
+  // 3. Apply, and tell the listener what changed.
+  std::vector<std::string> changed;
+  ChangeFn listener;
+  {
+    std::lock_guard l(mu_);
+    const int64_t now = clock_->now_ns();
+    for (auto& v : views_) {
+      v.second.segments = v.second.segment_bytes = v.second.read_bytes = v.second.behind_bytes = 0;
+    }
+    for (Read& r : reads) {
+      View& v = views_[r.seg->node];
+      v.aliases[r.seg->id] = r.seg->alias;
+      records_ += r.out->records;
+      entries_ += r.out->entries.size();
+      for (RecordEntry& e : r.out->entries) apply_locked(v, e, &changed);
+      ++v.segments;
+      v.segment_bytes += r.seg->size;
+      v.read_bytes += r.seg->pos;
+      if (r.seg->partial) v.behind_bytes += r.seg->size - r.seg->pos;
+    }
+    // A file with data in a segment that went is no longer servable (its
+    // owner copied it forward, or it went by hand): its path changed.
+    for (auto& k : gone) {
+      auto v = views_.find(k.first);
+      if (v == views_.end()) continue;
+      v->second.aliases.erase(k.second);
+      for (const auto& [ino, snap] : v->second.inodes)
+        for (const BlockExtent& b : snap.extents)
+          if (b.ext.seg == k.second) {
+            changed.push_back(path_locked(v->second, ino));
+            break;
+          }
+    }
+    for (auto& v : views_) v.second.last_full_ns = now;
+    ++passes_;
+    if (!first.ok()) ++errors_;
+    listener = listener_;
+  }
+  for (auto& k : gone) {
+    auto it = seg_table_.find(k);
+    if (it == seg_table_.end()) continue;
+    segs_->forget_foreign(it->second.alias);
+    seg_table_.erase(it);
+  }
+  if (listener && !changed.empty()) {
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    listener(changed);
+  }
+  return first;
+}
+
+void PeerLog::apply_locked(View& v, RecordEntry& e, std::vector<std::string>* changed) {
+  const uint64_t ino = e.snap.ino, seq = e.snap.seq;
+  v.max_seq = std::max(v.max_seq, seq);
+  if (auto d = v.dead.find(ino); d != v.dead.end() && d->second >= seq) return;
+  auto it = v.inodes.find(ino);
+  if (it != v.inodes.end() && it->second.seq >= seq) return;
+  if (it != v.inodes.end()) {  // the old name goes (rename, replace, tombstone)
+    const InodeSnapshot& old = it->second;
+    if (servable(old.mode)) changed->push_back(path_locked(v, ino));
+    auto n = v.names.find({old.parent, old.name});
+    if (n != v.names.end() && n->second == ino) v.names.erase(n);
+  }
+  if (e.kind == EntryKind::kTombstone) {
+    v.dead[ino] = seq;
+    if (it != v.inodes.end()) v.inodes.erase(it);
+    return;
+  }
+  InodeSnapshot& s = v.inodes[ino];
+  s = std::move(e.snap);
+  if (ino != kRootInoPeer) v.names[{s.parent, s.name}] = ino;
+  if (servable(s.mode)) changed->push_back(path_locked(v, ino));
+}
+
+std::string PeerLog::path_locked(const View& v, uint64_t ino) const {
+  std::vector<const std::string*> parts;
+  for (int depth = 0; ino != kRootInoPeer && depth < 4096; ++depth) {
+    auto it = v.inodes.find(ino);
+    if (it == v.inodes.end()) return "";  // not reachable (yet): nothing to tell
+    parts.push_back(&it->second.name);
+    ino = it->second.parent;
+  }
+  std::string p;
+  for (auto i = parts.rbegin(); i != parts.rend(); ++i) {
+    if (!p.empty()) p += '/';
+    p += **i;
+  }
+  return p;
+}
+
+const InodeSnapshot* PeerLog::resolve_locked(const View& v, std::string_view path,
+                                             uint64_t* ino) const {
+  uint64_t cur = kRootInoPeer;
+  const InodeSnapshot* s = nullptr;
+  for (std::string_view c : split_path(path)) {
+    auto n = v.names.find({cur, std::string(c)});
+    if (n == v.names.end()) return nullptr;
+    auto it = v.inodes.find(n->second);
+    if (it == v.inodes.end()) return nullptr;
+    s = &it->second;
+    cur = n->second;
+  }
+  *ino = cur;
+  return s;
+}
+
+std::optional<PeerFile> PeerLog::find(std::string_view path) const {
+  std::lock_guard l(mu_);
+  std::optional<PeerFile> best;
+  for (const auto& [node, v] : views_) {
+    uint64_t ino = 0;
+    const InodeSnapshot* s = resolve_locked(v, path, &ino);
+    if (!s || !servable(s->mode)) continue;
+    if (best) {
+      const bool dir = S_ISDIR(s->mode), best_dir = S_ISDIR(best->snap.mode);
+      // Views are walked in node order: a later one wins only if newer.
+      if (best_dir || (!dir && s->mtime_ns <= best->snap.mtime_ns)) continue;
+    }
+    // Every extent must point into a segment listed now: one reclaimed since
+    // held an older copy, superseded by a snapshot not read yet.
+    PeerFile f{node, ino, *s};
+    bool ok = true;
+    for (BlockExtent& b : f.snap.extents) {
+      auto a = v.aliases.find(b.ext.seg);
+      if (a == v.aliases.end()) {
+        ok = false;
+        break;
+      }
+      b.ext.seg = a->second;
+    }
+    if (ok) best = std::move(f);
+  }
+  return best;
+}
+
+std::vector<std::pair<std::string, uint32_t>> PeerLog::children(std::string_view path) const {
+  std::lock_guard l(mu_);
+  std::map<std::string, uint32_t> out;
+  for (const auto& [node, v] : views_) {
+    uint64_t dir = 0;
+    const InodeSnapshot* d = resolve_locked(v, path, &dir);
+    if (!split_path(path).empty() && (!d || !S_ISDIR(d->mode))) continue;
+    for (auto it = v.names.lower_bound({dir, std::string()});
+         it != v.names.end() && it->first.first == dir; ++it) {
+      auto s = v.inodes.find(it->second);
+      if (s != v.inodes.end() && servable(s->second.mode))
+        out.emplace(it->first.second, s->second.mode);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+PeerStats PeerLog::stats() const {
+  std::lock_guard l(mu_);
+  PeerStats st;
+  st.passes = passes_;
+  st.records = records_;
+  st.entries = entries_;
+  st.errors = errors_;
+  const int64_t now = clock_->now_ns();
+  for (const auto& [node, v] : views_) {
+    PeerNodeStats n;
+    n.node = node;
+    n.segments = v.segments;
+    n.segment_bytes = v.segment_bytes;
+    n.read_bytes = v.read_bytes;
+    n.behind_bytes = v.behind_bytes;
+    n.max_seq = v.max_seq;
+    n.lag_s = v.last_full_ns ? double(now - v.last_full_ns) / 1e9 : 0;
+    for (const auto& [ino, s] : v.inodes)
+      if (S_ISREG(s.mode)) {
+        ++n.files;
+        n.bytes += s.size;
+      }
+    st.nodes.push_back(std::move(n));
+  }
+  return st;
+}
+
+}  // namespace kvfs

@@ -1,0 +1,148 @@
+// PeerLog: what the other nodes sharing the backing dir have committed, as
+// their segment logs say (core/disk_layout.h: every node writes only its own
+// "<node>-<id>.seg" files, append-only; record.h: every change of a node's
+// tree is a snapshot or tombstone in a record there).
+//
+// One thread reads the peers' logs every peer_poll seconds. A pass lists the
+// segment dir, reopens each peer segment (close-to-open: an NFS client sees a
+// writer's appends only after an open) and applies the complete records past
+// where the last pass stopped; a torn tail is read again next time. Headers
+// and entries are checked here, block data when it is read (its XXH3 is in
+// the extent). Per node it keeps the newest snapshot of each inode by that
+// node's seq, the tombstones, and a (parent, name) -> inode tree, so a path
+// resolves the way it does on that node.
+//
+// Every backing call of a pass runs under the backing dir's deadline
+// (BackingIo::run): a stalled server costs a pass, never the thread.
+// Nothing here writes to the backing dir, and no peer file is ever held
+// open between passes except through SegmentStore's read descriptors, which
+// reopen_foreign() renews whenever a pass saw the file grow. A peer segment
+// that leaves the listing (its owner reclaimed it) is forgotten; extents into
+// it then read as a clean miss (EIO), never as other bytes.
+//
+// Thread-safe. mu_ guards the views and is a leaf (no backing call under it);
+// pass_mu_ serialises passes (the thread's and poll() from tests or admin)
+// and guards the segment table; order pass_mu_ -> mu_. The listener is
+// called with no lock of this class held.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/record.h"
+#include "core/status.h"
+
+namespace kvfs {
+
+class BackingIo;
+class SegmentStore;
+
+// A regular file or directory some peer has at a path.
+struct PeerFile {
+  std::string node;
+  uint64_t ino = 0;    // the peer's inode number
+  InodeSnapshot snap;  // its newest snapshot; extents name foreign segment ids
+};
+
+struct PeerNodeStats {
+  std::string node;
+  uint64_t segments = 0, segment_bytes = 0;  // its segment files, as last opened
+  uint64_t files = 0, bytes = 0;             // regular files it has now, and their size
+  uint64_t read_bytes = 0;                   // of its segments, applied
+  uint64_t behind_bytes = 0;  // of records it has begun and not completed, as last seen
+  double lag_s = 0;           // since a pass last read its whole log
+  uint64_t max_seq = 0;
+};
+
+struct PeerStats {
+  uint64_t passes = 0, records = 0, entries = 0, errors = 0;
+  std::vector<PeerNodeStats> nodes;  // sorted by name
+};
+
+class PeerLog {
+ public:
+  PeerLog(std::string backing, std::string own_node, SegmentStore* segs, BackingIo* io,
+          const Clock* clock);
+  ~PeerLog();
+
+  // Paths ("a/b/c", relative to the root) whose peer version may have
+  // changed in the last pass: new, replaced or removed.
+  using ChangeFn = std::function<void(const std::vector<std::string>& paths)>;
+  // Set before start(); called on the pass's thread.
+  void set_listener(ChangeFn fn);
+
+  // One pass (see above); the first error of the pass (a listing or an open
+  // that failed), after doing what could be done.
+  Status poll();
+  void start(double interval_s);
+  void stop();  // idempotent
+
+  // The version of path that peers offer, if any: a directory if any peer
+  // has one there; else the file with the newest mtime, ties to the lowest
+  // node name, so every node picks the same one.
+  std::optional<PeerFile> find(std::string_view path) const;
+  // The names some peer has in directory path, with their mode.
+  std::vector<std::pair<std::string, uint32_t>> children(std::string_view path) const;
+
+  PeerStats stats() const;
+
+ private:
+  struct Seg {
+    std::string node;
+    uint64_t id = 0;
+    std::string path;
+    uint64_t alias = 0;    // SegmentStore's foreign id
+    uint64_t pos = 0;      // applied up to here (a record start)
+    uint64_t size = 0;     // as the last open saw it
+    bool partial = false;  // a record past pos is not complete yet
+    bool listed = false;
+  };
+  struct View {
+    std::unordered_map<uint64_t, InodeSnapshot> inodes;  // newest snapshot per inode
+    std::unordered_map<uint64_t, uint64_t> dead;         // inode -> tombstone seq
+    std::map<std::pair<uint64_t, std::string>, uint64_t> names;
+    std::map<uint64_t, uint64_t> aliases;  // its segment id -> foreign id (listed ones)
+    uint64_t max_seq = 0;
+    int64_t last_full_ns = 0;
+    uint64_t read_bytes = 0, behind_bytes = 0, segments = 0, segment_bytes = 0;
+  };
+  void run(double interval_s);
+  Status io(const std::string& what, std::function<Status()> fn);
+  // Under mu_: applies one entry; adds the paths it changes.
+  void apply_locked(View& v, RecordEntry& e, std::vector<std::string>* changed);
+  std::string path_locked(const View& v, uint64_t ino) const;
+  const InodeSnapshot* resolve_locked(const View& v, std::string_view path, uint64_t* ino) const;
+
+  const std::string dir_;  // <backing>/segments
+  const std::string own_;
+  SegmentStore* const segs_;
+  BackingIo* const io_;
+  const Clock* const clock_;
+
+  std::mutex pass_mu_;
+  std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
+
+  mutable std::mutex mu_;
+  std::map<std::string, View> views_;                             // guarded by mu_
+  ChangeFn listener_;                                             // guarded by mu_
+  uint64_t passes_ = 0, records_ = 0, entries_ = 0, errors_ = 0;  // guarded by mu_
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;  // guarded by stop_mu_
+  std::thread th_;
+};
+
+}  // namespace kvfs

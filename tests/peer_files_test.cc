@@ -1,0 +1,282 @@
+// Nodes sharing one backing dir see each other's files (core/peer_log.h,
+// core/block_store_peers.cc): BlockStores of several node_ids in one process
+// over one dir, each with its own index, the peers' logs read by
+// poll_peers() (what the poll thread does) so that nothing waits on time.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "core/block_store.h"
+#include "core/clock.h"
+#include "core/disk_layout.h"
+
+namespace kvfs {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr size_t kMiB = 1 << 20;
+
+std::string pattern(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  std::mt19937_64 r(seed);
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(r() >> 13);
+  return s;
+}
+
+class PeerFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char t[] = "/tmp/kvfs-peers-XXXXXX";
+    root_ = ::mkdtemp(t);
+    fs::create_directories(root_ + "/backing");
+  }
+  void TearDown() override {
+    for (auto& [n, s] : nodes_)
+      if (s) {
+        EXPECT_TRUE(s->Close().ok());
+      }
+    nodes_.clear();
+    fs::remove_all(root_);
+  }
+  BlockStore& node(const std::string& id) {
+    auto& s = nodes_[id];
+    if (!s) {
+      StoreConfig c;
+      c.backing_dir = root_ + "/backing";
+      c.index_dir = root_ + "/index." + id;
+      c.node_id = id;
+      c.ram_size = 64 << 20;
+      c.ram_prefault = 0;
+      c.segment_size = 8 << 20;
+      c.flush_batch_bytes = 4 << 20;
+      c.capacity = 256 << 20;
+      c.peer_poll_s = 60;  // the tests poll themselves
+      auto r = BlockStore::Open(c, &clock_);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok()) s = std::move(*r);
+    }
+    return *s;
+  }
+  void close(const std::string& id) {
+    ASSERT_TRUE(nodes_[id]->Close().ok());
+    nodes_.erase(id);
+  }
+  static uint64_t put(BlockStore& s, uint64_t parent, const std::string& name,
+                      const std::string& data) {
+    Attr a;
+    auto f = s.create(parent, name, 0644, O_CREAT | O_WRONLY | O_TRUNC, Caller{}, &a);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    if (!f.ok()) return 0;
+    EXPECT_TRUE(s.write(*f, 0, data.data(), data.size()).ok());
+    EXPECT_TRUE(s.closed(*f).ok());
+    s.release(*f);
+    EXPECT_TRUE(s.flush_all().ok());
+    return a.ino;
+  }
+  static uint64_t dir(BlockStore& s, uint64_t parent, const std::string& name) {
+    auto a = s.lookup(parent, name);
+    if (a.ok()) return a->ino;
+    auto m = s.mkdir(parent, name, 0755, Caller{});
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? m->ino : 0;
+  }
+  // The file's bytes, "<missing>" or "<error CODE>".
+  static std::string get(BlockStore& s, uint64_t parent, const std::string& name) {
+    auto a = s.lookup(parent, name);
+    if (!a.ok()) return "<missing>";
+    auto f = s.open(a->ino, O_RDONLY);
+    if (!f.ok()) return "<error " + f.status().ToString() + ">";
+    ReadResult rr;
+    Status st = s.read(*f, 0, a->size + 10, &rr);
+    std::string out;
+    for (auto& v : rr.iov) out.append(static_cast<char*>(v.iov_base), v.iov_len);
+    s.release(*f);
+    s.forget(a->ino, 1);
+    return st.ok() ? out : "<error " + st.ToString() + ">";
+  }
+  static std::set<std::string> names(BlockStore& s, uint64_t dir) {
+    std::set<std::string> out;
+    EXPECT_TRUE(s.readdir(dir, 0, [&](std::string_view n, uint64_t, uint32_t, uint64_t) {
+                   if (n != "." && n != "..") out.insert(std::string(n));
+                   return true;
+                 }).ok());
+    return out;
+  }
+  // The node's largest segment (the one with the data).
+  std::string seg_of(const std::string& id) {
+    std::string best;
+    uintmax_t most = 0;
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing"))) {
+      auto p = layout::parse_segment_name(e.path().filename().string());
+      if (p && p->node == id && e.file_size() > most) most = e.file_size(), best = e.path();
+    }
+    return best;
+  }
+
+  std::string root_;
+  ManualClock clock_;
+  std::map<std::string, std::unique_ptr<BlockStore>> nodes_;
+};
+
+TEST_F(PeerFilesTest, AFileCommittedOnOneNodeIsReadBitExactOnAnother) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  const std::string d = pattern(3 * kMiB + 123, 1);
+  put(a, dir(a, dir(a, kRootIno, "model"), "layer0"), "chunk", d);
+  EXPECT_EQ(get(b, kRootIno, "model"), "<missing>") << "not polled yet: B has not seen it";
+  ASSERT_TRUE(b.poll_peers().ok());
+  auto m = b.lookup(kRootIno, "model");
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(S_ISDIR(m->mode));
+  auto l = b.lookup(m->ino, "layer0");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(get(b, l->ino, "chunk"), d);
+  auto st = b.getattr(b.lookup(l->ino, "chunk")->ino);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, d.size());
+  EXPECT_EQ(names(b, kRootIno), std::set<std::string>{"model"});
+  const StoreStats s = b.stats();
+  EXPECT_EQ(s.peer_imports, 1u);
+  EXPECT_GE(s.peer_lookups, 1u);
+  EXPECT_EQ(s.peer_read_bytes, d.size());
+  ASSERT_EQ(s.peers.nodes.size(), 1u);
+  EXPECT_EQ(s.peers.nodes[0].node, "a");
+  EXPECT_EQ(s.peers.nodes[0].files, 1u);
+  EXPECT_EQ(s.peers.nodes[0].bytes, d.size());
+  EXPECT_EQ(s.peers.nodes[0].behind_bytes, 0u);
+  // A's own view is untouched by B's reads.
+  EXPECT_EQ(a.stats().peer_imports, 0u);
+}
+
+TEST_F(PeerFilesTest, ReaddirShowsEveryNodesNames) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  put(a, kRootIno, "from-a", "aaa");
+  put(b, kRootIno, "from-b", "bbb");
+  ASSERT_TRUE(a.poll_peers().ok());
+  ASSERT_TRUE(b.poll_peers().ok());
+  const std::set<std::string> both{"from-a", "from-b"};
+  EXPECT_EQ(names(a, kRootIno), both);
+  EXPECT_EQ(names(b, kRootIno), both);
+  EXPECT_EQ(get(a, kRootIno, "from-b"), "bbb");
+  EXPECT_EQ(get(b, kRootIno, "from-a"), "aaa");
+}
+
+TEST_F(PeerFilesTest, OnlyTheOwnerChangesAFile) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  put(a, kRootIno, "f", "owned by a");
+  ASSERT_TRUE(b.poll_peers().ok());
+  auto l = b.lookup(kRootIno, "f");
+  ASSERT_TRUE(l.ok());
+  const auto ro = Status::Code::kReadOnly;
+  EXPECT_EQ(b.open(l->ino, O_WRONLY).status().code(), ro);
+  EXPECT_EQ(b.open(l->ino, O_RDONLY | O_TRUNC).status().code(), ro);
+  Attr at;
+  EXPECT_EQ(b.create(kRootIno, "f", 0644, O_CREAT | O_WRONLY, Caller{}, &at).status().code(), ro);
+  EXPECT_EQ(b.unlink(kRootIno, "f").code(), ro);
+  EXPECT_EQ(b.rename(kRootIno, "f", kRootIno, "g", 0).code(), ro);
+  EXPECT_EQ(b.setxattr(l->ino, "user.x", "1", 0).code(), ro);
+  SetAttrRequest trunc;
+  trunc.set_size = true;
+  EXPECT_EQ(b.setattr(l->ino, trunc, nullptr).status().code(), ro);
+  SetAttrRequest touch;  // llm-d's touch of a hit is fine
+  touch.set_atime = touch.atime_now = true;
+  EXPECT_TRUE(b.setattr(l->ino, touch, nullptr).ok());
+  EXPECT_TRUE(b.flush_all().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "owned by a");
+  EXPECT_EQ(get(a, kRootIno, "f"), "owned by a");
+  // A rename over it is B's own file, which wins on B.
+  put(b, kRootIno, "f.tmp", "b's version");
+  ASSERT_TRUE(b.rename(kRootIno, "f.tmp", kRootIno, "f", 0).ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "b's version");
+  EXPECT_EQ(get(a, kRootIno, "f"), "owned by a");
+}
+
+TEST_F(PeerFilesTest, TheOwnersNewVersionAndRemovalReachThePeer) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  put(a, kRootIno, "f", pattern(2 * kMiB, 2));
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), pattern(2 * kMiB, 2));
+  const std::string v2 = pattern(kMiB + 7, 3);
+  put(a, kRootIno, "f", v2);  // O_TRUNC in place: a newer snapshot of the same inode
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), v2);
+  // tmp + rename over, as vLLM stores.
+  const std::string v3 = pattern(kMiB, 4);
+  put(a, kRootIno, "f.tmp", v3);
+  ASSERT_TRUE(a.rename(kRootIno, "f.tmp", kRootIno, "f", 0).ok());
+  ASSERT_TRUE(a.flush_all().ok());
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), v3);
+  EXPECT_EQ(get(b, kRootIno, "f.tmp"), "<missing>");
+  ASSERT_TRUE(a.unlink(kRootIno, "f").ok());
+  ASSERT_TRUE(a.flush_all().ok());
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
+  EXPECT_GE(b.stats().peer_drops, 2u);
+  // Stored again by its owner: back on the peer.
+  put(a, kRootIno, "f", "again");
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "again");
+}
+
+TEST_F(PeerFilesTest, TheSameNameOnTwoNodesResolvesToOneWholeVersionEverywhereElse) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  BlockStore& c = node("c");
+  const std::string va = pattern(3 * kMiB, 5), vb = pattern(2 * kMiB + 1, 6);
+  put(a, kRootIno, "same", va);
+  clock_.advance(1);
+  put(b, kRootIno, "same", vb);  // newer
+  for (BlockStore* s : {&a, &b, &c}) ASSERT_TRUE(s->poll_peers().ok());
+  EXPECT_EQ(get(a, kRootIno, "same"), va) << "a node's own version wins on it";
+  EXPECT_EQ(get(b, kRootIno, "same"), vb);
+  EXPECT_EQ(get(c, kRootIno, "same"), vb) << "elsewhere the newest, whole";
+}
+
+TEST_F(PeerFilesTest, APeersDamagedOrVanishedSegmentIsAMissNeverOtherBytes) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "x", pattern(2 * kMiB, 7));
+  close("a");
+  BlockStore& b = node("b");
+  ASSERT_TRUE(b.poll_peers().ok());
+  // Flip a byte of x's data in a's segment: a checksum error, not bytes.
+  const std::string seg = seg_of("a");
+  ASSERT_FALSE(seg.empty());
+  {
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(64 * 1024);
+    char ch;
+    f.read(&ch, 1);
+    ch ^= 0x11;
+    f.seekp(64 * 1024);
+    f.write(&ch, 1);
+  }
+  const std::string got = get(b, kRootIno, "x");
+  EXPECT_TRUE(got.rfind("<error", 0) == 0) << got.size() << " bytes served";
+  EXPECT_GE(b.stats().checksum_errors, 1u);
+  // The segment deleted by hand: gone from the peer's view.
+  fs::remove(seg);
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "x"), "<missing>");
+}
+
+TEST_F(PeerFilesTest, ARestartedNodeSeesWhatPeersWroteMeanwhile) {
+  BlockStore& a = node("a");
+  node("b");
+  close("b");
+  put(a, kRootIno, "while-b-was-down", "hello");
+  // No poll: opening is enough (the first pass runs before Open returns).
+  EXPECT_EQ(get(node("b"), kRootIno, "while-b-was-down"), "hello");
+}
+
+}  // namespace
+}  // namespace kvfs
