@@ -80,7 +80,11 @@ Result<OpenFile*> BlockStore::open_file(uint64_t ino, int flags) {
   // not an empty file. A writer (O_CREAT|O_TRUNC of a name the evictor just
   // took) gets ESTALE: the VFS then looks the name up again and creates it,
   // where ENOENT would fail an open that must create.
-  if (in->evicted) return writable ? Status::Stale("evicted") : Status::NotFound("evicted");
+  // A peer's file the kernel still names but that its owner replaced or
+  // removed: ESTALE makes the VFS look the name up again, and find the
+  // owner's version now or nothing.
+  if (in->evicted)
+    return writable || in->peer ? Status::Stale("evicted") : Status::NotFound("evicted");
   in->touch(clock_->now_ns());
   if ((flags & O_TRUNC) && writable && in->size > 0) {
     truncate_locked(*in, 0);

@@ -38,6 +38,32 @@ Status BlockStore::peer_read_only(const Inode& in) {
   return Status::ReadOnly("a file of node " + in.peer->node + " (only its owner changes it)");
 }
 
+namespace {
+
+// Whether an imported file still holds the bytes of the peer's version now,
+// block for block (each extent's length and hash): then only where they lie
+// changed (the owner copied them forward, or touched the file's times), and
+// the import takes the new extents in place of being dropped. Requires in.mu.
+bool refresh_locked(Inode& in, const PeerFile& now) {
+  if (!now.snap.extents.empty() && now.snap.extents.back().idx >= in.blocks.size()) return false;
+  if (now.snap.size != in.size) return false;
+  std::vector<Extent> exts(in.blocks.size());
+  for (const BlockExtent& b : now.snap.extents) exts[b.idx] = b.ext;
+  for (size_t i = 0; i < exts.size(); ++i) {
+    const Extent& o = in.blocks[i].ext;
+    if (o.valid() != exts[i].valid() || o.len != exts[i].len || o.hash != exts[i].hash)
+      return false;
+  }
+  for (size_t i = 0; i < exts.size(); ++i) in.blocks[i].ext = exts[i];
+  return true;
+}
+
+bool same_file(const Inode& in, const PeerFile& now) {
+  return now.node == in.peer->node && now.ino == in.peer->ino && S_ISREG(now.snap.mode);
+}
+
+}  // namespace
+
 Result<InodeRef> BlockStore::import_peer(uint64_t parent, std::string_view name) {
   if (!peers_) return Status::NotFound();
   auto path = ns_->rel_path(parent, name);
@@ -54,7 +80,7 @@ Result<InodeRef> BlockStore::import_peer(uint64_t parent, std::string_view name)
     if (d.ok() && created) peer_dirs_.fetch_add(1, std::memory_order_relaxed);
     return d;
   }
-  PeerOrigin o{f->node, f->ino, f->snap.seq};
+  PeerOrigin o{f->node, f->ino};
   auto in = ns_->import(parent, name, std::move(f->snap), o);
   if (in.ok()) {
     peer_imports_.fetch_add(1, std::memory_order_relaxed);
@@ -62,7 +88,12 @@ Result<InodeRef> BlockStore::import_peer(uint64_t parent, std::string_view name)
     // told its listener before the import was linked, so it dropped
     // nothing: look again now that it is, and leave no stale copy.
     std::optional<PeerFile> again = peers_->find(*path);
-    if (!again || again->node != o.node || again->ino != o.ino || again->snap.seq != o.seq) {
+    bool current = again && same_file(**in, *again);
+    if (current) {
+      std::lock_guard g((*in)->mu);
+      current = refresh_locked(**in, *again);
+    }
+    if (!current) {
       if (ns_->drop(*in).ok()) peer_drops_.fetch_add(1, std::memory_order_relaxed);
       ns_->reap_if_unused(*in);  // nobody had it yet
       return Status::NotFound("changed on node " + o.node + " meanwhile");
@@ -89,9 +120,10 @@ void BlockStore::peers_changed(const std::vector<std::string>& paths) {
     if (!r.ok() || !(*r)->peer) continue;  // not imported, or ours: ours wins here
     InodeRef in = *r;
     std::optional<PeerFile> now = peers_->find(p);
-    if (now && now->node == in->peer->node && now->ino == in->peer->ino &&
-        now->snap.seq == in->peer->seq)
-      continue;
+    if (now && same_file(*in, *now)) {
+      std::lock_guard g(in->mu);
+      if (!in->evicted && refresh_locked(*in, *now)) continue;
+    }
     uint64_t parent;
     std::string name;
     {

@@ -103,7 +103,7 @@ struct StoreConfig {
   std::string node_id;
   // With node_id: every peer_poll_s the other nodes' segment logs are read
   // for what they committed since (core/peer_log.h).
-  double peer_poll_s = 0.5;
+  double peer_poll_s = 0.2;
 
   // Set by the daemon, not an option: written into the lock file it holds
   // (the node's, or kvfs.lock), so that a second daemon can tell one still

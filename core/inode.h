@@ -49,7 +49,6 @@ class Inode;
 struct PeerOrigin {
   std::string node;
   uint64_t ino = 0;  // the peer's inode number
-  uint64_t seq = 0;  // of the snapshot imported
 };
 
 struct DirData {
@@ -77,7 +76,8 @@ class Inode {
   std::unique_ptr<InodeSnapshot> committed;
   // Set (before it is linked, never changed) for a file another node owns:
   // read only here, never journaled, flushed or evicted; its extents name
-  // the peer's segments (SegmentStore's foreign ids).
+  // the peer's segments (SegmentStore's foreign ids), and may move under mu
+  // to where the peer has the same bytes now (block_store_peers.cc).
   std::unique_ptr<const PeerOrigin> peer;
 
   std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)

@@ -61,7 +61,7 @@ const std::vector<StoreOption> kStoreOptions = {
       "this node's name in a backing dir shared by nodes (one per kvfs)",
       "none: owns the dir alone"},
      [](StoreConfig& c) -> FieldRef { return &c.node_id; }},
-    {{"peer_poll", OptType::kSeconds, "0.5", 0.05, 60, false,
+    {{"peer_poll", OptType::kSeconds, "0.2", 0.05, 60, false,
       "with node_id: how often the other nodes' segment logs are read for their new files"},
      [](StoreConfig& c) -> FieldRef { return &c.peer_poll_s; }},
     // 0 in the struct is "not given": 80 % of the space available at mount.

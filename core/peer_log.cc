@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <set>
 
 #include "core/backing_io.h"
 #include "core/disk_layout.h"
@@ -177,16 +178,32 @@ Status PeerLog::poll() {
   };
   std::vector<Read> reads;
   std::vector<std::pair<std::string, uint64_t>> gone;
+  // A node appends only to its newest few segments (one per flusher, the
+  // reclaim copy, the journal); older ones only ever go. Those are reopened
+  // every pass; the rest every kFullPassEvery passes, or when they grew at
+  // the last look, so that a pass over a node with thousands of segments
+  // stays a handful of opens.
+  std::map<std::string, uint64_t> hot_from;  // node -> lowest id of its newest kHot
+  {
+    std::map<std::string, std::vector<uint64_t>> ids;
+    for (auto& [k, s] : seg_table_)
+      if (s.listed) ids[k.first].push_back(k.second);
+    for (auto& [node, v] : ids) hot_from[node] = v.size() > kHot ? v[v.size() - kHot] : 0;
+  }
+  const bool full = pass_no_++ % kFullPassEvery == 0;
+  std::set<std::string> failed;  // nodes whose log could not all be read
   for (auto& [k, s] : seg_table_) {
     if (!s.listed) {
       gone.push_back(k);
       continue;
     }
+    if (!full && !s.grew && k.second < hot_from[k.first]) continue;
     auto out = std::make_shared<ScanOut>();
     Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {
       return scan_peer_segment(path, id, pos, out.get());
     });
     if (!st.ok()) {
+      failed.insert(k.first);
       fail(std::move(st));
       continue;
     }
@@ -194,7 +211,8 @@ Status PeerLog::poll() {
       gone.push_back(k);
       continue;
     }
-    if (out->size != s.size) segs_->reopen_foreign(s.alias);  // reads see the appends too
+    s.grew = out->size != s.size;
+    if (s.grew) segs_->reopen_foreign(s.alias);  // reads see the appends too
     s.size = out->size;
     s.pos = out->valid;
     s.partial = out->partial;
@@ -206,19 +224,24 @@ Status PeerLog::poll() {
   {
     std::lock_guard l(mu_);
     const int64_t now = clock_->now_ns();
-    for (auto& v : views_) {
-      v.second.segments = v.second.segment_bytes = v.second.read_bytes = v.second.behind_bytes = 0;
-    }
     for (Read& r : reads) {
       View& v = views_[r.seg->node];
       v.aliases[r.seg->id] = r.seg->alias;
       records_ += r.out->records;
       entries_ += r.out->entries.size();
       for (RecordEntry& e : r.out->entries) apply_locked(v, e, &changed);
+    }
+    // Each node's segments as last looked at (this pass or, for old ones
+    // not reopened, an earlier one).
+    for (auto& v : views_)
+      v.second.segments = v.second.segment_bytes = v.second.read_bytes = v.second.behind_bytes = 0;
+    for (auto& [k, sg] : seg_table_) {
+      if (!sg.listed) continue;
+      View& v = views_[k.first];
       ++v.segments;
-      v.segment_bytes += r.seg->size;
-      v.read_bytes += r.seg->pos;
-      if (r.seg->partial) v.behind_bytes += r.seg->size - r.seg->pos;
+      v.segment_bytes += sg.size;
+      v.read_bytes += sg.pos;
+      if (sg.partial) v.behind_bytes += sg.size - sg.pos;
     }
     // A file with data in a segment that went is no longer servable (its
     // owner copied it forward, or it went by hand): its path changed.
@@ -233,7 +256,8 @@ Status PeerLog::poll() {
             break;
           }
     }
-    for (auto& v : views_) v.second.last_full_ns = now;
+    for (auto& v : views_)
+      if (!failed.count(v.first)) v.second.last_full_ns = now;
     ++passes_;
     if (!first.ok()) ++errors_;
     listener = listener_;

@@ -107,6 +107,7 @@ class PeerLog {
     uint64_t pos = 0;      // applied up to here (a record start)
     uint64_t size = 0;     // as the last open saw it
     bool partial = false;  // a record past pos is not complete yet
+    bool grew = true;      // its size changed at the last look (or it is new)
     bool listed = false;
   };
   struct View {
@@ -131,8 +132,11 @@ class PeerLog {
   BackingIo* const io_;
   const Clock* const clock_;
 
+  static constexpr size_t kHot = 8;
+  static constexpr uint64_t kFullPassEvery = 25;
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
+  uint64_t pass_no_ = 0;                                        // guarded by pass_mu_
 
   mutable std::mutex mu_;
   std::map<std::string, View> views_;                             // guarded by mu_

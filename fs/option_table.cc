@@ -13,7 +13,7 @@ const std::vector<FsOption> kFsOptions = {
     {{"attr_timeout", OptType::kSeconds, "10", 0, kYear, false, "kernel attribute cache"},
      [](FsConfig& c) -> FieldRef { return &c.attr_timeout; }},
     {{"negative_timeout", OptType::kSeconds, "10", 0, kYear, false,
-      "kernel cache of absent names (1 with node_id unless given: a peer's new file shows)"},
+      "kernel cache of absent names (0.2 with node_id unless given: a peer's new file shows)"},
      [](FsConfig& c) -> FieldRef { return &c.negative_timeout; }},
     {{"log_level", OptType::kLevel, "info", 0, 0, true, "trace|debug|info|warn|error|critical|off"},
      [](FsConfig& c) -> FieldRef { return &c.log_level; }},

@@ -120,7 +120,7 @@ Result<ParsedArgs> parse_args(int argc, char** argv) {
   a.store.backing_dir = realpath(pos[0].c_str(), buf) ? buf : pos[0];
   a.fs.mountpoint = realpath(pos[1].c_str(), buf) ? buf : pos[1];
   if (!a.store.node_id.empty() && !a.negative_timeout_given)
-    a.fs.negative_timeout = std::min(a.fs.negative_timeout, 1.0);
+    a.fs.negative_timeout = std::min(a.fs.negative_timeout, 0.2);
 
   KVFS_RETURN_IF_ERROR(a.validate());
   return a;

@@ -61,7 +61,7 @@ struct MountConfig {
 
 struct ParsedArgs : MountConfig {
   // With node_id, a name absent here may be a peer's file in a second:
-  // negative_timeout is then 1 s unless given.
+  // negative_timeout is then 0.2 s unless given.
   bool negative_timeout_given = false;
   bool help = false;
   bool version = false;

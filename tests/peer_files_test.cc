@@ -228,6 +228,36 @@ TEST_F(PeerFilesTest, TheOwnersNewVersionAndRemovalReachThePeer) {
   EXPECT_EQ(get(b, kRootIno, "f"), "again");
 }
 
+TEST_F(PeerFilesTest, AnOwnersTouchKeepsThePeersCopyAReplacementMakesItStale) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  const std::string d = pattern(2 * kMiB, 8);
+  const uint64_t ino_a = put(a, kRootIno, "f", d);
+  ASSERT_TRUE(b.poll_peers().ok());
+  auto l = b.lookup(kRootIno, "f");
+  ASSERT_TRUE(l.ok());
+  // The owner touches it (a newer snapshot, the same bytes): the peer's
+  // copy stays, and the kernel's inode for it still opens.
+  SetAttrRequest touch;
+  touch.set_atime = true;
+  touch.atime_ns = 12345;
+  ASSERT_TRUE(a.setattr(ino_a, touch, nullptr).ok());
+  ASSERT_TRUE(a.flush_all().ok());
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(b.stats().peer_drops, 0u);
+  auto f = b.open(l->ino, O_RDONLY);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  b.release(*f);
+  EXPECT_EQ(get(b, kRootIno, "f"), d);
+  // Replaced by other bytes: the kernel's inode is stale (the VFS then
+  // looks the name up again), the name gives the new version.
+  put(a, kRootIno, "f", pattern(kMiB, 9));
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(b.open(l->ino, O_RDONLY).status().code(), Status::Code::kStale);
+  EXPECT_EQ(get(b, kRootIno, "f"), pattern(kMiB, 9));
+  b.forget(l->ino, 1);
+}
+
 TEST_F(PeerFilesTest, TheSameNameOnTwoNodesResolvesToOneWholeVersionEverywhereElse) {
   BlockStore& a = node("a");
   BlockStore& b = node("b");
