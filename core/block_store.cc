@@ -353,7 +353,6 @@ Result<std::string> BlockStore::readlink(uint64_t ino) {
 
 Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   KVFS_RETURN_IF_ERROR(check_writable());
-  if (auto in = ns_->lookup(parent, name); in.ok() && (*in)->peer) return peer_read_only(**in);
   auto r = ns_->remove(parent, name, false);
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
@@ -370,12 +369,6 @@ Status BlockStore::rmdir(uint64_t parent, std::string_view name) {
 Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
                           std::string_view new_name, unsigned flags) {
   KVFS_RETURN_IF_ERROR(check_writable());
-  // Renaming over a peer's file is allowed (this node's version wins here);
-  // moving or exchanging it is not.
-  if (auto in = ns_->lookup(parent, name); in.ok() && (*in)->peer) return peer_read_only(**in);
-  if (flags & kRenameExchange)
-    if (auto in = ns_->lookup(new_parent, new_name); in.ok() && (*in)->peer)
-      return peer_read_only(**in);
   auto r = ns_->rename(parent, name, new_parent, new_name, flags);
   if (!r.ok()) return r.status();
   if (InodeRef replaced = *r) {

@@ -35,7 +35,7 @@ PeerStats BlockStore::peer_stats() const {
 }
 
 Status BlockStore::peer_read_only(const Inode& in) {
-  return Status::ReadOnly("a file of node " + in.peer->node + " (only its owner changes it)");
+  return Namespace::peer_read_only(in);
 }
 
 namespace {

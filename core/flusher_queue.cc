@@ -10,6 +10,9 @@
 namespace kvfs {
 
 void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
+  // A peer's file (Inode::peer) is its owner's to write: never into this
+  // node's segments or index, whatever marked it.
+  if (in->peer) return;
   if (in->in_flush) {
     in->requeue = true;
     return;

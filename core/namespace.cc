@@ -28,6 +28,10 @@ std::string Namespace::path(uint64_t parent, const std::string& name) const {
   return "/" + p;
 }
 
+Status Namespace::peer_read_only(const Inode& in) {
+  return Status::ReadOnly("a file of node " + in.peer->node + " (only its owner changes it)");
+}
+
 Result<std::string> Namespace::rel_path(uint64_t parent, std::string_view name) const {
   std::shared_lock l(mu_);
   std::string p(name);
@@ -168,6 +172,7 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   auto it = dir->dir->by_name.find(std::string(name));
   if (it == dir->dir->by_name.end()) return Status::NotFound();
   InodeRef victim = it->second;
+  if (victim->peer) return peer_read_only(*victim);
   if (want_dir) {
     if (!victim->dir) return Status::NotDir();
     if (!victim->dir->by_name.empty()) return Status::NotEmpty();
@@ -207,6 +212,9 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   auto sit = src_dir->dir->by_name.find(std::string(name));
   if (sit == src_dir->dir->by_name.end()) return Status::NotFound();
   InodeRef src = sit->second;
+  // Checked here, under commit_mu_: the name may have been re-imported
+  // since the caller looked. Renaming over a peer's file is fine.
+  if (src->peer) return peer_read_only(*src);
   InodeRef dst;
   if (auto dit = dst_dir->dir->by_name.find(std::string(new_name));
       dit != dst_dir->dir->by_name.end())

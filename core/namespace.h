@@ -162,6 +162,10 @@ class Namespace {
   void reserve_inos_below(uint64_t v);
 
   static Status check_name(std::string_view name);
+  // ReadOnly for a change of a file another node owns (Inode::peer): remove
+  // and rename refuse it; renaming over it is allowed (this node's version
+  // then wins here).
+  static Status peer_read_only(const Inode& in);
 
  private:
   Result<Inode*> dir_locked(uint64_t ino) const;

@@ -211,8 +211,10 @@ Status PeerLog::poll() {
       gone.push_back(k);
       continue;
     }
-    s.grew = out->size != s.size;
-    if (s.grew) segs_->reopen_foreign(s.alias);  // reads see the appends too
+    // Grown, or new records inside the size it was preallocated to: reads
+    // open it again too (close-to-open), so they see what was appended.
+    s.grew = out->size != s.size || out->valid != s.pos;
+    if (s.grew) segs_->reopen_foreign(s.alias);
     s.size = out->size;
     s.pos = out->valid;
     s.partial = out->partial;
@@ -262,16 +264,18 @@ Status PeerLog::poll() {
     if (!first.ok()) ++errors_;
     listener = listener_;
   }
+  if (listener && !changed.empty()) {
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    listener(changed);
+  }
+  // Only now: the listener moved the imports whose data was copied forward
+  // out of these, so no read of one meets a forgotten segment meanwhile.
   for (auto& k : gone) {
     auto it = seg_table_.find(k);
     if (it == seg_table_.end()) continue;
     segs_->forget_foreign(it->second.alias);
     seg_table_.erase(it);
-  }
-  if (listener && !changed.empty()) {
-    std::sort(changed.begin(), changed.end());
-    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-    listener(changed);
   }
   return first;
 }
@@ -295,7 +299,13 @@ void PeerLog::apply_locked(View& v, RecordEntry& e, std::vector<std::string>* ch
   }
   InodeSnapshot& s = v.inodes[ino];
   s = std::move(e.snap);
-  if (ino != kRootInoPeer) v.names[{s.parent, s.name}] = ino;
+  // Records come segment by segment, not in seq order: a name goes to the
+  // newer of two claims, whichever was read first.
+  if (ino != kRootInoPeer) {
+    uint64_t& holder = v.names[{s.parent, s.name}];
+    auto h = holder && holder != ino ? v.inodes.find(holder) : v.inodes.end();
+    if (h == v.inodes.end() || h->second.seq < s.seq) holder = ino;
+  }
   if (servable(s.mode)) changed->push_back(path_locked(v, ino));
 }
 

@@ -23,7 +23,8 @@
 // Thread-safe. mu_ guards the views and is a leaf (no backing call under it);
 // pass_mu_ serialises passes (the thread's and poll() from tests or admin)
 // and guards the segment table; order pass_mu_ -> mu_. The listener is
-// called with no lock of this class held.
+// called with pass_mu_ held (one pass's news at a time, in order) and mu_
+// not: it may call find() and children().
 #pragma once
 
 #include <condition_variable>
@@ -136,7 +137,7 @@ class PeerLog {
   static constexpr uint64_t kFullPassEvery = 25;
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
-  uint64_t pass_no_ = 0;                                        // guarded by pass_mu_
+  uint64_t pass_no_ = 0;                                       // guarded by pass_mu_
 
   mutable std::mutex mu_;
   std::map<std::string, View> views_;                             // guarded by mu_

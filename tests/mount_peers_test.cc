@@ -108,7 +108,7 @@ TEST(Peers, AFileClosedOnOneNodeIsSeenOnTheOtherWithinSecondsBothWays) {
   ASSERT_FALSE(j.is_discarded()) << st.output;
   // b's lookups of a's three files (the kernel caches a name once found).
   EXPECT_GE(j["cache"]["peer_file_hits"].get<uint64_t>(), 3u) << st.output;
-  EXPECT_EQ(j["peers"]["imported_files"].get<uint64_t>(), 3u) << st.output;
+  EXPECT_GE(j["peers"]["imported_files"].get<uint64_t>(), 3u) << st.output;
   ASSERT_EQ(j["peers"]["nodes"].size(), 1u) << st.output;
   EXPECT_EQ(j["peers"]["nodes"][0]["node"], "a") << st.output;
 }

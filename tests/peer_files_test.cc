@@ -190,6 +190,7 @@ TEST_F(PeerFilesTest, OnlyTheOwnerChangesAFile) {
   touch.set_atime = touch.atime_now = true;
   EXPECT_TRUE(b.setattr(l->ino, touch, nullptr).ok());
   EXPECT_TRUE(b.flush_all().ok());
+  EXPECT_EQ(b.stats().flushed_files, 0u) << "nothing of a's is written by b";
   EXPECT_EQ(get(b, kRootIno, "f"), "owned by a");
   EXPECT_EQ(get(a, kRootIno, "f"), "owned by a");
   // A rename over it is B's own file, which wins on B.
@@ -270,6 +271,20 @@ TEST_F(PeerFilesTest, TheSameNameOnTwoNodesResolvesToOneWholeVersionEverywhereEl
   EXPECT_EQ(get(a, kRootIno, "same"), va) << "a node's own version wins on it";
   EXPECT_EQ(get(b, kRootIno, "same"), vb);
   EXPECT_EQ(get(c, kRootIno, "same"), vb) << "elsewhere the newest, whole";
+  // Newer on the lower-named node now: the newest still wins, not a name.
+  clock_.advance(1);
+  const std::string va2 = pattern(kMiB + 3, 10);
+  put(a, kRootIno, "same", va2);
+  ASSERT_TRUE(c.poll_peers().ok());
+  EXPECT_EQ(get(c, kRootIno, "same"), va2);
+  // The same mtime on both: the lowest node name, on every other node.
+  BlockStore& d = node("d");
+  const std::string vd = pattern(kMiB, 11);
+  put(d, kRootIno, "tie", vd);
+  put(b, kRootIno, "tie", pattern(kMiB, 12));
+  for (BlockStore* s : {&a, &c}) ASSERT_TRUE(s->poll_peers().ok());
+  EXPECT_EQ(get(a, kRootIno, "tie"), pattern(kMiB, 12)) << "b before d";
+  EXPECT_EQ(get(c, kRootIno, "tie"), pattern(kMiB, 12)) << "b before d";
 }
 
 TEST_F(PeerFilesTest, APeersDamagedOrVanishedSegmentIsAMissNeverOtherBytes) {
