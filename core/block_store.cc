@@ -229,7 +229,7 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   if (in->peer) {
     // Only a touch (llm-d marks the hits it skips): kept in memory here.
     if (r.set_size || r.set_mode || r.set_uid || r.set_gid || r.set_mtime)
-      return peer_read_only(*in);
+      return Namespace::peer_read_only(*in);
     std::lock_guard g(in->mu);
     if (r.set_atime) in->atime_ns = r.atime_now ? clock_->now_ns() : r.atime_ns;
     in->touch(clock_->now_ns());
@@ -404,7 +404,7 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
-  if (in->peer) return peer_read_only(*in);
+  if (in->peer) return Namespace::peer_read_only(*in);
   std::lock_guard g(in->mu);
   auto it = in->xattrs.find(name);
   if ((flags & XATTR_CREATE) && it != in->xattrs.end()) return Status::Exists();
@@ -441,7 +441,7 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   auto r = node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
-  if (in->peer) return peer_read_only(*in);
+  if (in->peer) return Namespace::peer_read_only(*in);
   std::lock_guard g(in->mu);
   if (in->xattrs.erase(name) == 0) return Status::NoData();
   in->ctime_ns = clock_->now_ns();

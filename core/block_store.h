@@ -302,7 +302,6 @@ class BlockStore {
   Result<InodeRef> import_peer(uint64_t parent, std::string_view name);
   void import_peer_children(uint64_t dir);
   void peers_changed(const std::vector<std::string>& paths);
-  static Status peer_read_only(const Inode& in);
 
   StoreConfig cfg_;
   const Clock* const clock_;

@@ -44,7 +44,7 @@ Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uin
   if (!created) {
     if (in->is_dir()) return Status::IsDir();
     if (!in->is_reg()) return Status::Invalid("not a regular file");
-    if (in->peer && (writable || (flags & O_TRUNC))) return peer_read_only(*in);
+    if (in->peer && (writable || (flags & O_TRUNC))) return Namespace::peer_read_only(*in);
     if ((flags & O_TRUNC) && writable && in->size > 0) {
       truncate_locked(*in, 0);
       in->mtime_ns = in->ctime_ns = clock_->now_ns();
@@ -72,7 +72,7 @@ Result<OpenFile*> BlockStore::open_file(uint64_t ino, int flags) {
   InodeRef in = *r;
   const bool writable = (flags & O_ACCMODE) != O_RDONLY;
   if (writable) KVFS_RETURN_IF_ERROR(check_writable());
-  if (in->peer && (writable || (flags & O_TRUNC))) return peer_read_only(*in);
+  if (in->peer && (writable || (flags & O_TRUNC))) return Namespace::peer_read_only(*in);
   std::lock_guard g(in->mu);
   if (in->is_dir()) return Status::IsDir();
   if (!in->is_reg()) return Status::Invalid("not a regular file");

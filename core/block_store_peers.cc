@@ -34,10 +34,6 @@ PeerStats BlockStore::peer_stats() const {
   return peers_ ? peers_->stats() : PeerStats{};
 }
 
-Status BlockStore::peer_read_only(const Inode& in) {
-  return Namespace::peer_read_only(in);
-}
-
 namespace {
 
 // Whether an imported file still holds the bytes of the peer's version now,
