@@ -355,9 +355,14 @@ Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->remove(parent, name, false);
   if (!r.ok()) return r.status();
-  std::lock_guard g((*r)->mu);
-  (*r)->kept_for_kernel = true;
-  if (FileData::unused_locked(**r)) data_->free_locked(**r);
+  int64_t mtime;
+  {
+    std::lock_guard g((*r)->mu);
+    (*r)->kept_for_kernel = true;
+    if (FileData::unused_locked(**r)) data_->free_locked(**r);
+    mtime = (*r)->mtime_ns;
+  }
+  if ((*r)->peer) hide_peer_file(*(*r)->peer, mtime);
   return Status::OK();
 }
 

@@ -154,6 +154,8 @@ struct StoreStats {
   // Files imported from peers' logs, imports dropped for a peer's newer
   // version or removal, directories made here after a peer's.
   uint64_t peer_imports = 0, peer_drops = 0, peer_dirs = 0;
+  // Peers' files unlinked here; this node's files removed for a peer's unlink.
+  uint64_t peer_unlinks = 0, peer_unlinks_applied = 0;
   PeerStats peers;
   // Bytes handed to readers from the RAM tier / read from the backing dir.
   uint64_t ram_hit_bytes = 0, ram_miss_bytes = 0;
@@ -302,6 +304,14 @@ class BlockStore {
   Result<InodeRef> import_peer(uint64_t parent, std::string_view name);
   void import_peer_children(uint64_t dir);
   void peers_changed(const std::vector<std::string>& paths);
+  // This node's files that a peer unlinked (PeerLog::News::unlinks): each
+  // goes unless it was written again since that peer's look at it.
+  void apply_peer_unlinks(const std::vector<std::pair<uint64_t, int64_t>>& unlinks);
+  // After a peer's unlink here: the owner's version stays hidden, and an
+  // import of it made meanwhile goes too.
+  void hide_peer_file(const PeerOrigin& o, int64_t mtime_ns);
+  // Unlinks a file found by identity, tells the kernel; false if it was gone.
+  bool drop_and_forget(const InodeRef& in);
 
   StoreConfig cfg_;
   const Clock* const clock_;
@@ -339,6 +349,7 @@ class BlockStore {
   std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
   std::atomic<uint64_t> peer_lookups_{0}, peer_read_bytes_{0};
   std::atomic<uint64_t> peer_imports_{0}, peer_drops_{0}, peer_dirs_{0};
+  std::atomic<uint64_t> peer_unlinks_{0}, peer_unlinks_applied_{0};
 };
 
 }  // namespace kvfs

@@ -7,6 +7,7 @@
 
 #include "core/block_store.h"
 #include "core/file_data.h"
+#include "core/index.h"
 #include "core/log.h"
 #include "core/peer_log.h"
 #include "core/segment_store.h"
@@ -17,10 +18,30 @@ Status BlockStore::open_peers() {
   if (!segs_->shared()) return Status::OK();
   peers_ =
       std::make_unique<PeerLog>(cfg_.backing_dir, segs_->node(), segs_.get(), io_.get(), clock_);
+  // Peers' files unlinked here before: hidden from the first pass on.
+  std::vector<RecordEntry> mine;
+  if (Status s = index_->peer_unlinks([&](RecordEntry&& e) { mine.push_back(std::move(e)); });
+      !s.ok())
+    return s;
+  for (const RecordEntry& e : mine) (void)peers_->hide(e.snap.name, e.snap.ino, e.snap.mtime_ns);
+  // Set first: the first pass may bring unlinks of this node's files that
+  // peers made while it was down, to apply before the mount is ready.
+  peers_->set_listener([this](const PeerLog::News& n) {
+    apply_peer_unlinks(n.unlinks);
+    peers_changed(n.paths);
+  });
   // What the peers had at mount is there before the mount is ready.
   if (Status s = peers_->poll(); !s.ok())
     spdlog::warn("reading the other nodes' segment logs at mount: {}", s.ToString());
-  peers_->set_listener([this](const std::vector<std::string>& paths) { peers_changed(paths); });
+  // An unlink whose owner has removed (or rewritten) the file since needs
+  // no keeping: the owner's log says so now.
+  IndexBatch done;
+  for (const RecordEntry& e : mine)
+    if (peers_->settled(e.snap.name, e.snap.ino, e.snap.mtime_ns))
+      done.peer_unlinks_done.push_back(e.snap.seq);
+  if (!done.empty() && !cfg_.read_only)
+    if (Status s = index_->commit(done, false); !s.ok())
+      spdlog::warn("index: dropping settled unlinks of peers' files: {}", s.ToString());
   peers_->start(cfg_.peer_poll_s);
   return Status::OK();
 }
@@ -110,6 +131,24 @@ void BlockStore::import_peer_children(uint64_t dir) {
     if (!ns_->lookup(dir, name).ok()) (void)import_peer(dir, name);
 }
 
+bool BlockStore::drop_and_forget(const InodeRef& in) {
+  uint64_t parent;
+  std::string name;
+  {
+    std::shared_lock ns(ns_->mu());
+    parent = in->parent;
+    name = in->name;
+  }
+  if (!ns_->drop(in).ok()) return false;
+  {
+    std::lock_guard g(in->mu);
+    if (FileData::unused_locked(*in)) data_->free_locked(*in);  // its cached blocks too
+  }
+  ns_->reap_if_unused(in);                  // else forget() or the last close does
+  evictor_->notify(parent, name, in->ino);  // the kernel forgets it too
+  return true;
+}
+
 void BlockStore::peers_changed(const std::vector<std::string>& paths) {
   for (const std::string& p : paths) {
     auto r = ns_->resolve(p);
@@ -120,21 +159,29 @@ void BlockStore::peers_changed(const std::vector<std::string>& paths) {
       std::lock_guard g(in->mu);
       if (!in->evicted && refresh_locked(*in, *now)) continue;
     }
-    uint64_t parent;
-    std::string name;
+    if (drop_and_forget(in)) peer_drops_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void BlockStore::hide_peer_file(const PeerOrigin& o, int64_t mtime_ns) {
+  peer_unlinks_.fetch_add(1, std::memory_order_relaxed);
+  std::string path = peers_ ? peers_->hide(o.node, o.ino, mtime_ns) : "";
+  if (!path.empty()) peers_changed({path});
+}
+
+void BlockStore::apply_peer_unlinks(const std::vector<std::pair<uint64_t, int64_t>>& unlinks) {
+  for (const auto& [ino, mtime] : unlinks) {
+    InodeRef in = ns_->get(ino);
+    if (!in || in->peer || !in->linked.load()) continue;
     {
-      std::shared_lock ns(ns_->mu());
-      parent = in->parent;
-      name = in->name;
-    }
-    if (!ns_->drop(in).ok()) continue;
-    peer_drops_.fetch_add(1, std::memory_order_relaxed);
-    {
+      // Written (or being written) again after the peer's look: the newer
+      // version stays, as a store after an unlink does anywhere.
       std::lock_guard g(in->mu);
-      if (FileData::unused_locked(*in)) data_->free_locked(*in);  // its cached blocks too
+      if (!in->is_reg() || in->mtime_ns > mtime || in->dirty()) continue;
     }
-    ns_->reap_if_unused(in);                  // else forget() or the last close does
-    evictor_->notify(parent, name, in->ino);  // the kernel forgets it too
+    if (!drop_and_forget(in)) continue;
+    peer_unlinks_applied_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("removed inode {}: unlinked on another node", ino);
   }
 }
 

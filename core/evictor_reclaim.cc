@@ -127,6 +127,9 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
       seg,
       [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
         for (auto& e : es) {
+          // An unlink of a peer's file served once its owner read it; after
+          // a reclaim the unlinking node's index still hides the file here.
+          if (e.kind == EntryKind::kPeerUnlink) continue;
           if (e.kind == EntryKind::kTombstone) {
             // The same tombstone may sit here more than once (logged again
             // after a crash, carried in before): one copy is enough.

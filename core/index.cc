@@ -285,20 +285,31 @@ Result<std::map<uint64_t, SegmentLogState>> Index::segment_states() {
   return out;
 }
 
+namespace {
+Status scan_entries(rocksdb::DB* db, char kind, const std::function<void(RecordEntry&&)>& fn) {
+  Status bad;
+  rocksdb::Status s = scan_kind(db, kind, [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
+    std::vector<RecordEntry> es;
+    bad = decode_entries(std::string_view(v.data(), v.size()), &es);
+    if (!bad.ok()) return false;
+    for (auto& e : es) fn(std::move(e));
+    return true;
+  });
+  KVFS_RETURN_IF_ERROR(bad);
+  return from_rocks(s, "scan index");
+}
+}  // namespace
+
 Status Index::pending(const std::function<void(RecordEntry&&)>& fn) {
   std::shared_lock l(impl_->mu);
   if (!impl_->db) return Status::IOError("index unavailable");
-  Status bad;
-  rocksdb::Status s =
-      scan_kind(impl_->db.get(), 'P', [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
-        std::vector<RecordEntry> es;
-        bad = decode_entries(std::string_view(v.data(), v.size()), &es);
-        if (!bad.ok()) return false;
-        for (auto& e : es) fn(std::move(e));
-        return true;
-      });
-  KVFS_RETURN_IF_ERROR(bad);
-  return from_rocks(s, "scan index");
+  return scan_entries(impl_->db.get(), 'P', fn);
+}
+
+Status Index::peer_unlinks(const std::function<void(RecordEntry&&)>& fn) {
+  std::shared_lock l(impl_->mu);
+  if (!impl_->db) return Status::IOError("index unavailable");
+  return scan_entries(impl_->db.get(), 'U', fn);
 }
 
 Result<uint64_t> Index::drop_tombstones() {
@@ -345,6 +356,12 @@ Status Index::commit(const IndexBatch& b, bool sync) {
     wb.Put(num_key('P', e->snap.seq), buf);
   }
   for (uint64_t seq : b.logged) wb.Delete(num_key('P', seq));
+  for (const RecordEntry* e : b.peer_unlinks) {
+    buf.clear();
+    encode_entries({*e}, &buf);
+    wb.Put(num_key('U', e->snap.seq), buf);
+  }
+  for (uint64_t seq : b.peer_unlinks_done) wb.Delete(num_key('U', seq));
   if (b.next_ino) wb.Put("M:next_ino", std::to_string(b.next_ino));
   if (b.next_seq) wb.Put("M:next_seq", std::to_string(b.next_seq));
   rocksdb::WriteOptions w;

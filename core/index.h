@@ -16,6 +16,10 @@
 //       "S" + big-endian segment id -> SegmentLogState (what was applied)
 //       "P" + big-endian seq -> one encoded RecordEntry: a journal entry
 //           committed here first that is not yet in a segment
+//       "U" + big-endian seq -> one encoded kPeerUnlink RecordEntry: this
+//           node's unlink of a file another node owns (record.h), kept so
+//           that the file stays hidden here across a restart whatever the
+//           segment log holds, until the owner has removed it
 //       "M:backing_id", "M:next_ino", "M:next_seq" -> decimal strings
 //       "M:node" -> the node whose segments it follows
 //
@@ -72,12 +76,15 @@ struct IndexBatch {
   std::vector<std::pair<uint64_t, SegmentLogState>> segments;  // S keys written
   std::vector<uint64_t> segment_drops;                         // S keys removed
   std::vector<const RecordEntry*> pending;                     // P keys written
-  std::vector<uint64_t> logged;  // P keys removed (seqs now in a segment)
-  uint64_t next_ino = 0;         // written when non-zero
+  std::vector<uint64_t> logged;                  // P keys removed (seqs now in a segment)
+  std::vector<const RecordEntry*> peer_unlinks;  // U keys written
+  std::vector<uint64_t> peer_unlinks_done;       // U keys removed (by seq)
+  uint64_t next_ino = 0;                         // written when non-zero
   uint64_t next_seq = 0;
   bool empty() const {
     return puts.empty() && deletes.empty() && untombs.empty() && segments.empty() &&
-           segment_drops.empty() && pending.empty() && logged.empty();
+           segment_drops.empty() && pending.empty() && logged.empty() && peer_unlinks.empty() &&
+           peer_unlinks_done.empty();
   }
 };
 
@@ -110,6 +117,8 @@ class Index {
   Result<std::map<uint64_t, SegmentLogState>> segment_states();
   // Every P key's entry, in seq order.
   Status pending(const std::function<void(RecordEntry&&)>& fn);
+  // Every U key's entry, in seq order.
+  Status peer_unlinks(const std::function<void(RecordEntry&&)>& fn);
   // Removes every T key (see above for when that is safe); returns how many.
   Result<uint64_t> drop_tombstones();
 

@@ -67,4 +67,22 @@ Status MetaJournal::journal(const std::vector<Put>& puts, const std::vector<Inod
   return Status::OK();
 }
 
+Status MetaJournal::journal_peer_unlink(const PeerOrigin& origin, int64_t mtime_ns) {
+  if (read_only_) return Status::ReadOnly();
+  if (!index_) return Status::IOError("index unavailable");
+  RecordEntry e;
+  e.kind = EntryKind::kPeerUnlink;
+  e.snap.name = origin.node;
+  e.snap.ino = origin.ino;
+  e.snap.mtime_ns = mtime_ns;
+  e.snap.seq = seqs_->take();
+  IndexBatch b;
+  b.pending.push_back(&e);
+  b.peer_unlinks.push_back(&e);
+  b.next_seq = seqs_->next();
+  KVFS_RETURN_IF_ERROR(index_->commit(b, false));
+  add_unlogged({std::move(e)});
+  return Status::OK();
+}
+
 }  // namespace kvfs

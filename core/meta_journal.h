@@ -37,6 +37,9 @@ class MetaJournal : public Journal {
 
   Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes,
                  uint64_t next_ino) override;
+  // Logged like the others (a P key until it is in a segment), and kept as
+  // a U key (index.h) so that this node goes on hiding the file.
+  Status journal_peer_unlink(const PeerOrigin& origin, int64_t mtime_ns) override;
 
  private:
   const bool read_only_;

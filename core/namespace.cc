@@ -172,7 +172,15 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   auto it = dir->dir->by_name.find(std::string(name));
   if (it == dir->dir->by_name.end()) return Status::NotFound();
   InodeRef victim = it->second;
-  if (victim->peer) return peer_read_only(*victim);
+  if (victim->peer) {
+    if (want_dir) return Status::NotDir();
+    int64_t mtime;
+    {
+      std::lock_guard g(victim->mu);
+      mtime = victim->mtime_ns;
+    }
+    KVFS_RETURN_IF_ERROR(journal_->journal_peer_unlink(*victim->peer, mtime));
+  }
   if (want_dir) {
     if (!victim->dir) return Status::NotDir();
     if (!victim->dir->by_name.empty()) return Status::NotEmpty();

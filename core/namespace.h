@@ -50,6 +50,14 @@ class Journal {
   // next inode number the namespace hands out.
   virtual Status journal(const std::vector<Put>& puts, const std::vector<Inode*>& deletes,
                          uint64_t next_ino) = 0;
+  // An unlink of a file another node owns (Inode::peer; record.h
+  // kPeerUnlink): the version with that mtime. Same lock as journal(). A
+  // journal that cannot carry it to the owner refuses it.
+  virtual Status journal_peer_unlink(const PeerOrigin& origin, int64_t mtime_ns) {
+    (void)origin;
+    (void)mtime_ns;
+    return Status::ReadOnly("unlink of a file another node owns");
+  }
 };
 
 struct NewNode {
@@ -162,9 +170,9 @@ class Namespace {
   void reserve_inos_below(uint64_t v);
 
   static Status check_name(std::string_view name);
-  // ReadOnly for a change of a file another node owns (Inode::peer): remove
-  // and rename refuse it; renaming over it is allowed (this node's version
-  // then wins here).
+  // ReadOnly for a change of a file another node owns (Inode::peer): rename
+  // refuses it; renaming over it is allowed (this node's version then wins
+  // here). remove journals an unlink for its owner (journal_peer_unlink).
   static Status peer_read_only(const Inode& in);
 
  private:

@@ -221,7 +221,8 @@ Status PeerLog::poll() {
     reads.push_back({&s, std::move(out)});
   }
   // 3. Apply, and tell the listener what changed.
-  std::vector<std::string> changed;
+  News news;
+  std::vector<std::string>& changed = news.paths;
   ChangeFn listener;
   {
     std::lock_guard l(mu_);
@@ -231,7 +232,7 @@ Status PeerLog::poll() {
       v.aliases[r.seg->id] = r.seg->alias;
       records_ += r.out->records;
       entries_ += r.out->entries.size();
-      for (RecordEntry& e : r.out->entries) apply_locked(v, e, &changed);
+      for (RecordEntry& e : r.out->entries) apply_locked(v, e, &news);
     }
     // Each node's segments as last looked at (this pass or, for old ones
     // not reopened, an earlier one).
@@ -264,10 +265,10 @@ Status PeerLog::poll() {
     if (!first.ok()) ++errors_;
     listener = listener_;
   }
-  if (listener && !changed.empty()) {
+  if (listener && (!changed.empty() || !news.unlinks.empty())) {
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-    listener(changed);
+    listener(news);
   }
   // Only now: the listener moved the imports whose data was copied forward
   // out of these, so no read of one meets a forgotten segment meanwhile.
@@ -280,9 +281,19 @@ Status PeerLog::poll() {
   return first;
 }
 
-void PeerLog::apply_locked(View& v, RecordEntry& e, std::vector<std::string>* changed) {
+void PeerLog::apply_locked(View& v, RecordEntry& e, News* news) {
+  std::vector<std::string>* changed = &news->paths;
   const uint64_t ino = e.snap.ino, seq = e.snap.seq;
   v.max_seq = std::max(v.max_seq, seq);
+  if (e.kind == EntryKind::kPeerUnlink) {  // of another node's file
+    if (e.snap.name == own_) {
+      news->unlinks.emplace_back(ino, e.snap.mtime_ns);
+    } else {
+      std::string p = hide_locked(e.snap.name, ino, e.snap.mtime_ns);
+      if (!p.empty()) changed->push_back(std::move(p));
+    }
+    return;
+  }
   if (auto d = v.dead.find(ino); d != v.dead.end() && d->second >= seq) return;
   auto it = v.inodes.find(ino);
   if (it != v.inodes.end() && it->second.seq >= seq) return;
@@ -307,6 +318,32 @@ void PeerLog::apply_locked(View& v, RecordEntry& e, std::vector<std::string>* ch
     if (h == v.inodes.end() || h->second.seq < s.seq) holder = ino;
   }
   if (servable(s.mode)) changed->push_back(path_locked(v, ino));
+}
+
+std::string PeerLog::hide(const std::string& node, uint64_t ino, int64_t mtime_ns) {
+  std::lock_guard l(mu_);
+  return hide_locked(node, ino, mtime_ns);
+}
+
+std::string PeerLog::hide_locked(const std::string& node, uint64_t ino, int64_t mtime_ns) {
+  int64_t& m = hidden_.try_emplace({node, ino}, mtime_ns).first->second;
+  m = std::max(m, mtime_ns);
+  auto v = views_.find(node);
+  return v == views_.end() ? "" : path_locked(v->second, ino);
+}
+
+bool PeerLog::settled(const std::string& node, uint64_t ino, int64_t mtime_ns) const {
+  std::lock_guard l(mu_);
+  auto v = views_.find(node);
+  if (v == views_.end()) return false;
+  if (v->second.dead.count(ino)) return true;
+  auto it = v->second.inodes.find(ino);
+  return it != v->second.inodes.end() && it->second.mtime_ns > mtime_ns;
+}
+
+bool PeerLog::hidden_locked(const std::string& node, uint64_t ino, int64_t mtime_ns) const {
+  auto h = hidden_.find({node, ino});
+  return h != hidden_.end() && mtime_ns <= h->second;
 }
 
 std::string PeerLog::path_locked(const View& v, uint64_t ino) const {
@@ -348,6 +385,7 @@ std::optional<PeerFile> PeerLog::find(std::string_view path) const {
     uint64_t ino = 0;
     const InodeSnapshot* s = resolve_locked(v, path, &ino);
     if (!s || !servable(s->mode)) continue;
+    if (S_ISREG(s->mode) && hidden_locked(node, ino, s->mtime_ns)) continue;
     if (best) {
       const bool dir = S_ISDIR(s->mode), best_dir = S_ISDIR(best->snap.mode);
       // Views are walked in node order: a later one wins only if newer.
@@ -380,8 +418,9 @@ std::vector<std::pair<std::string, uint32_t>> PeerLog::children(std::string_view
     for (auto it = v.names.lower_bound({dir, std::string()});
          it != v.names.end() && it->first.first == dir; ++it) {
       auto s = v.inodes.find(it->second);
-      if (s != v.inodes.end() && servable(s->second.mode))
-        out.emplace(it->first.second, s->second.mode);
+      if (s == v.inodes.end() || !servable(s->second.mode)) continue;
+      if (S_ISREG(s->second.mode) && hidden_locked(node, it->second, s->second.mtime_ns)) continue;
+      out.emplace(it->first.second, s->second.mode);
     }
   }
   return {out.begin(), out.end()};

@@ -12,6 +12,12 @@
 // node's seq, the tombstones, and a (parent, name) -> inode tree, so a path
 // resolves the way it does on that node.
 //
+// Unlinks: a node that unlinks a peer's file logs a kPeerUnlink entry
+// (record.h) naming the owner's inode and the version's mtime. A pass hands
+// those naming this node to the listener (the owner removes its file); the
+// others hide that version (hide()), here and on every other node, until
+// the owner's tombstone arrives; a newer version of it is not hidden.
+//
 // Every backing call of a pass runs under the backing dir's deadline
 // (BackingIo::run): a stalled server costs a pass, never the thread.
 // Nothing here writes to the backing dir, and no peer file is ever held
@@ -78,9 +84,15 @@ class PeerLog {
           const Clock* clock);
   ~PeerLog();
 
-  // Paths ("a/b/c", relative to the root) whose peer version may have
-  // changed in the last pass: new, replaced or removed.
-  using ChangeFn = std::function<void(const std::vector<std::string>& paths)>;
+  // What one pass brought. paths ("a/b/c", relative to the root): those
+  // whose peer version may have changed: new, replaced, removed or hidden.
+  // unlinks: files of this node that a peer unlinked (record.h
+  // kPeerUnlink), as (inode, mtime of the version unlinked).
+  struct News {
+    std::vector<std::string> paths;
+    std::vector<std::pair<uint64_t, int64_t>> unlinks;
+  };
+  using ChangeFn = std::function<void(const News& news)>;
   // Set before start(); called on the pass's thread.
   void set_listener(ChangeFn fn);
 
@@ -94,6 +106,14 @@ class PeerLog {
   // has one there; else the file with the newest mtime, ties to the lowest
   // node name, so every node picks the same one.
   std::optional<PeerFile> find(std::string_view path) const;
+  // An unlink of a peer's file here, or one this node's index kept from
+  // before (index.h U keys): find() and children() skip that node's inode
+  // from now on unless it has a newer mtime (its owner wrote it again).
+  // Returns the path the file had, for the caller to drop its import.
+  std::string hide(const std::string& node, uint64_t ino, int64_t mtime_ns);
+  // Whether the owner's log shows that version of its file gone: removed,
+  // or written again (a newer mtime), so a kept unlink of it is moot.
+  bool settled(const std::string& node, uint64_t ino, int64_t mtime_ns) const;
   // The names some peer has in directory path, with their mode.
   std::vector<std::pair<std::string, uint32_t>> children(std::string_view path) const;
 
@@ -122,8 +142,10 @@ class PeerLog {
   };
   void run(double interval_s);
   Status io(const std::string& what, std::function<Status()> fn);
-  // Under mu_: applies one entry; adds the paths it changes.
-  void apply_locked(View& v, RecordEntry& e, std::vector<std::string>* changed);
+  // Under mu_: applies one entry; adds what it changes.
+  void apply_locked(View& v, RecordEntry& e, News* news);
+  std::string hide_locked(const std::string& node, uint64_t ino, int64_t mtime_ns);
+  bool hidden_locked(const std::string& node, uint64_t ino, int64_t mtime_ns) const;
   std::string path_locked(const View& v, uint64_t ino) const;
   const InodeSnapshot* resolve_locked(const View& v, std::string_view path, uint64_t* ino) const;
 
@@ -140,8 +162,10 @@ class PeerLog {
   uint64_t pass_no_ = 0;                                       // guarded by pass_mu_
 
   mutable std::mutex mu_;
-  std::map<std::string, View> views_;                             // guarded by mu_
-  ChangeFn listener_;                                             // guarded by mu_
+  std::map<std::string, View> views_;  // guarded by mu_
+  ChangeFn listener_;                  // guarded by mu_
+  // (node, inode) -> the newest mtime some node unlinked of it.
+  std::map<std::pair<std::string, uint64_t>, int64_t> hidden_;    // guarded by mu_
   uint64_t passes_ = 0, records_ = 0, entries_ = 0, errors_ = 0;  // guarded by mu_
 
   std::mutex stop_mu_;

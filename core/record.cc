@@ -240,7 +240,9 @@ Status decode_entries(std::string_view in, std::vector<RecordEntry>* out) {
       e.kind = EntryKind::kTombstone;
       if (!r.u64(&e.snap.ino) || !r.u64(&e.snap.seq))
         return Status::Corruption("truncated tombstone");
-    } else if (kind == static_cast<uint8_t>(EntryKind::kSnapshot)) {
+    } else if (kind == static_cast<uint8_t>(EntryKind::kSnapshot) ||
+               kind == static_cast<uint8_t>(EntryKind::kPeerUnlink)) {
+      e.kind = static_cast<EntryKind>(kind);
       std::string body;
       if (!r.str(&body, 64u << 20)) return Status::Corruption("truncated snapshot entry");
       KVFS_RETURN_IF_ERROR(decode_snapshot(body, &e.snap));

@@ -75,7 +75,12 @@ enum class RecordType : uint16_t {
   kBlocks = 3,  // blocks only: early write-out of a file still open
 };
 
-enum class EntryKind : uint8_t { kSnapshot = 1, kTombstone = 2 };
+// kPeerUnlink: this node unlinked a file another node owns (a shared backing
+// dir, core/peer_log.h). It names the owner's file, not an inode here:
+// snap.name is the owner node, snap.ino the owner's inode number, snap.mtime_ns
+// the mtime of the version unlinked; snap.seq orders it in this node's log.
+// The owner removes that version when it reads the entry; the others hide it.
+enum class EntryKind : uint8_t { kSnapshot = 1, kTombstone = 2, kPeerUnlink = 3 };
 
 struct RecordEntry {
   EntryKind kind = EntryKind::kSnapshot;

@@ -12,6 +12,11 @@ namespace kvfs {
 void LogFold::add(std::vector<RecordEntry>& entries) {
   for (auto& e : entries) {
     max_seq_ = std::max(max_seq_, e.snap.seq);
+    // Names another node's inode, not one here: the peers act on it.
+    if (e.kind == EntryKind::kPeerUnlink) {
+      peer_unlinks_.push_back(std::move(e));
+      continue;
+    }
     max_ino_ = std::max(max_ino_, e.snap.ino);
     Latest& l = latest_[e.snap.ino];
     // Equal seqs are the same entry written twice (a journal entry logged
@@ -93,6 +98,9 @@ Status apply(SegmentStore& segs, Index& index, bool fresh, LogFold& fold, CatchU
     }
     KVFS_RETURN_IF_ERROR(flush(false));
   }
+  // Kept again, so this node goes on hiding those files (a U key already
+  // there is the same key; one settled since goes again at the mount).
+  for (const RecordEntry& e : fold.peer_unlinks()) b.peer_unlinks.push_back(&e);
   return flush(true);
 }
 

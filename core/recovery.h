@@ -43,9 +43,13 @@ class LogFold {
   std::vector<InodeSnapshot> snapshots() const;
   uint64_t max_seq() const { return max_seq_; }
   uint64_t max_ino() const { return max_ino_; }
+  // This node's unlinks of peers' files (record.h kPeerUnlink), which the
+  // index keeps as U keys: a rebuild writes them again.
+  const std::vector<RecordEntry>& peer_unlinks() const { return peer_unlinks_; }
 
  private:
   std::unordered_map<uint64_t, Latest> latest_;
+  std::vector<RecordEntry> peer_unlinks_;
   uint64_t max_seq_ = 0, max_ino_ = 0;
 };
 

@@ -142,6 +142,11 @@ const std::vector<PromMetric>& prom_metrics() {
          "counter",
          "Files of other nodes made visible here (by lookup or readdir).",
          {{"", "/peers/imported_files"}}},
+        {"kvfs_peer_unlinks_total",
+         "counter",
+         "Unlinks across nodes: of other nodes' files here (sent), of this node's files by "
+         "another node (applied).",
+         {{"dir=\"sent\"", "/peers/unlinks_sent"}, {"dir=\"applied\"", "/peers/unlinks_applied"}}},
         {"kvfs_peer_log_pass_errors_total",
          "counter",
          "Passes over the other nodes' segment logs that met an error.",

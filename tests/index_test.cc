@@ -126,5 +126,43 @@ TEST_F(IndexTest, PendingJournalEntriesUntilLogged) {
   EXPECT_EQ(got[0].snap.seq, 101u);
 }
 
+TEST_F(IndexTest, PeerUnlinksAreKeptApartFromTheJournal) {
+  RecordEntry u;
+  u.kind = EntryKind::kPeerUnlink;
+  u.snap.name = "node-a";
+  u.snap.ino = 42;
+  u.snap.mtime_ns = 123456789;
+  u.snap.seq = 7;
+  IndexBatch b;
+  b.pending = {&u};
+  b.peer_unlinks = {&u};
+  ASSERT_TRUE(idx_->commit(b, true).ok());
+  // Logged to a segment: the P key goes, the U key stays.
+  IndexBatch l;
+  l.logged = {7};
+  ASSERT_TRUE(idx_->commit(l, true).ok());
+  reopen();
+  std::vector<RecordEntry> got;
+  ASSERT_TRUE(idx_->pending([&](RecordEntry&& e) { got.push_back(std::move(e)); }).ok());
+  EXPECT_TRUE(got.empty());
+  ASSERT_TRUE(idx_->peer_unlinks([&](RecordEntry&& e) { got.push_back(std::move(e)); }).ok());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kind, EntryKind::kPeerUnlink);
+  EXPECT_EQ(got[0].snap.name, "node-a");
+  EXPECT_EQ(got[0].snap.ino, 42u);
+  EXPECT_EQ(got[0].snap.mtime_ns, 123456789);
+  // Dropping deletion seqs leaves them alone; settled, they go.
+  ASSERT_TRUE(idx_->drop_tombstones().ok());
+  got.clear();
+  ASSERT_TRUE(idx_->peer_unlinks([&](RecordEntry&& e) { got.push_back(std::move(e)); }).ok());
+  EXPECT_EQ(got.size(), 1u);
+  IndexBatch d;
+  d.peer_unlinks_done = {7};
+  ASSERT_TRUE(idx_->commit(d, true).ok());
+  got.clear();
+  ASSERT_TRUE(idx_->peer_unlinks([&](RecordEntry&& e) { got.push_back(std::move(e)); }).ok());
+  EXPECT_TRUE(got.empty());
+}
+
 }  // namespace
 }  // namespace kvfs

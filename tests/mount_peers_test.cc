@@ -51,6 +51,17 @@ double seconds_until_readable(const std::string& path, const std::string& want, 
   }
 }
 
+// Whether path stops being readable within limit_s.
+bool gone_within(const std::string& path, double limit_s) {
+  const auto t0 = Clock::now();
+  std::string got;
+  while (read_file(path, &got)) {
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > limit_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 bool listed(const std::string& dir, const std::string& name) {
   std::error_code ec;
   for (auto& e : fs::directory_iterator(dir, ec))
@@ -89,18 +100,25 @@ TEST(Peers, AFileClosedOnOneNodeIsSeenOnTheOtherWithinSecondsBothWays) {
   EXPECT_LT(fd, 0);
   EXPECT_EQ(errno, EROFS);
   if (fd >= 0) ::close(fd);
-  EXPECT_NE(::unlink(b.path("m/l0/k0a").c_str()), 0);
-  EXPECT_EQ(errno, EROFS);
+  // Unlinked on the peer: gone there at once, and on its owner soon.
+  ASSERT_EQ(::unlink(b.path("m/l0/k0a").c_str()), 0) << std::strerror(errno);
+  struct stat st0;
+  EXPECT_NE(::stat(b.path("m/l0/k0a").c_str(), &st0), 0);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_FALSE(listed(b.path("m/l0"), "k0a"));
+  EXPECT_TRUE(gone_within(a.path("m/l0/k0a"), 15)) << "still readable on its owner after 15 s\n"
+                                                   << a.log_tail(4096);
+  EXPECT_FALSE(listed(a.path("m/l0"), "k0a"));
   // Removed by its owner: gone on the peer too (a clean miss).
-  ASSERT_EQ(::unlink(a.path("m/l0/k0a").c_str()), 0);
+  ASSERT_EQ(::unlink(a.path("m/l0/k1a").c_str()), 0);
   RunResult flush = run_admin({"flush", a.mnt(), "--wait"});
   ASSERT_EQ(flush.exit_code, 0) << flush.output;
-  const auto t0 = Clock::now();
-  std::string got;
-  while (read_file(b.path("m/l0/k0a"), &got) &&
-         std::chrono::duration<double>(Clock::now() - t0).count() < 15)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_FALSE(read_file(b.path("m/l0/k0a"), &got)) << "still readable on b after 15 s";
+  EXPECT_TRUE(gone_within(b.path("m/l0/k1a"), 15)) << "still readable on b after 15 s";
+  // Stored again on the peer: back on both.
+  const std::string again = content("again", kMiB);
+  ASSERT_TRUE(write_file(b.path("m/l0/k0a"), again));
+  std::string last;
+  EXPECT_GE(seconds_until_readable(a.path("m/l0/k0a"), again, 10, &last), 0) << last;
   // The stats say where hits came from.
   RunResult st = run_admin({"stats", b.mnt(), "--json"});
   ASSERT_EQ(st.exit_code, 0) << st.output;
@@ -109,6 +127,7 @@ TEST(Peers, AFileClosedOnOneNodeIsSeenOnTheOtherWithinSecondsBothWays) {
   // b's lookups of a's three files (the kernel caches a name once found).
   EXPECT_GE(j["cache"]["peer_file_hits"].get<uint64_t>(), 3u) << st.output;
   EXPECT_GE(j["peers"]["imported_files"].get<uint64_t>(), 3u) << st.output;
+  EXPECT_EQ(j["peers"]["unlinks_sent"].get<uint64_t>(), 1u) << st.output;
   ASSERT_EQ(j["peers"]["nodes"].size(), 1u) << st.output;
   EXPECT_EQ(j["peers"]["nodes"][0]["node"], "a") << st.output;
 }

@@ -180,7 +180,6 @@ TEST_F(PeerFilesTest, OnlyTheOwnerChangesAFile) {
   EXPECT_EQ(b.open(l->ino, O_RDONLY | O_TRUNC).status().code(), ro);
   Attr at;
   EXPECT_EQ(b.create(kRootIno, "f", 0644, O_CREAT | O_WRONLY, Caller{}, &at).status().code(), ro);
-  EXPECT_EQ(b.unlink(kRootIno, "f").code(), ro);
   EXPECT_EQ(b.rename(kRootIno, "f", kRootIno, "g", 0).code(), ro);
   EXPECT_EQ(b.setxattr(l->ino, "user.x", "1", 0).code(), ro);
   SetAttrRequest trunc;
@@ -312,6 +311,90 @@ TEST_F(PeerFilesTest, APeersDamagedOrVanishedSegmentIsAMissNeverOtherBytes) {
   fs::remove(seg);
   ASSERT_TRUE(b.poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "x"), "<missing>");
+}
+
+TEST_F(PeerFilesTest, AnUnlinkOnAnyNodeRemovesTheFileEverywhere) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  BlockStore& c = node("c");
+  const std::string d = pattern(2 * kMiB + 5, 11);
+  const uint64_t ino = put(a, kRootIno, "f", d);
+  put(a, kRootIno, "keep", "kept");
+  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(c.poll_peers().ok());
+  ASSERT_EQ(get(b, kRootIno, "f"), d);
+  ASSERT_EQ(get(c, kRootIno, "f"), d);
+  // B unlinks a's file: gone on B at once, and its listing no longer has it.
+  ASSERT_TRUE(b.unlink(kRootIno, "f").ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
+  EXPECT_EQ(names(b, kRootIno), (std::set<std::string>{"keep"}));
+  EXPECT_EQ(b.unlink(kRootIno, "f").code(), Status::Code::kNotFound);
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "<missing>") << "the owner has not removed it yet";
+  ASSERT_TRUE(b.flush_all().ok());  // the unlink reaches b's log
+  // C hides it on reading b's log; the owner removes it on reading it.
+  ASSERT_TRUE(c.poll_peers().ok());
+  EXPECT_EQ(get(c, kRootIno, "f"), "<missing>");
+  EXPECT_EQ(names(c, kRootIno), (std::set<std::string>{"keep"}));
+  ASSERT_TRUE(a.poll_peers().ok());
+  EXPECT_EQ(get(a, kRootIno, "f"), "<missing>");
+  EXPECT_EQ(get(a, kRootIno, "keep"), "kept");
+  EXPECT_EQ(a.stats().peer_unlinks_applied, 1u);
+  EXPECT_EQ(b.stats().peer_unlinks, 1u);
+  EXPECT_FALSE(a.getattr(ino).ok()) << "a's inode went, not only its name";
+  ASSERT_TRUE(a.flush_all().ok());
+  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(c.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
+  EXPECT_EQ(get(c, kRootIno, "f"), "<missing>");
+  // A later store of the name on any node brings it back everywhere.
+  clock_.advance(1);
+  put(c, kRootIno, "f", "c's");
+  ASSERT_TRUE(a.poll_peers().ok());
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(a, kRootIno, "f"), "c's");
+  EXPECT_EQ(get(b, kRootIno, "f"), "c's");
+}
+
+TEST_F(PeerFilesTest, AnUnlinkLosesToTheOwnersNewerVersion) {
+  BlockStore& a = node("a");
+  BlockStore& b = node("b");
+  BlockStore& c = node("c");
+  put(a, kRootIno, "f", "v1");
+  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_EQ(get(b, kRootIno, "f"), "v1");
+  ASSERT_TRUE(b.unlink(kRootIno, "f").ok());
+  ASSERT_TRUE(b.flush_all().ok());
+  // The owner writes the file again before it reads b's unlink of v1.
+  clock_.advance(1);
+  put(a, kRootIno, "f", "v2");
+  ASSERT_TRUE(a.poll_peers().ok());
+  EXPECT_EQ(get(a, kRootIno, "f"), "v2");
+  EXPECT_EQ(a.stats().peer_unlinks_applied, 0u);
+  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(c.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "f"), "v2") << "b hid v1 only";
+  EXPECT_EQ(get(c, kRootIno, "f"), "v2");
+}
+
+TEST_F(PeerFilesTest, AnUnlinkHoldsAcrossARestartUntilTheOwnerReturns) {
+  const std::string d = pattern(kMiB + 3, 12);
+  put(node("a"), kRootIno, "f", d);
+  close("a");  // the owner is down
+  BlockStore& b = node("b");
+  ASSERT_EQ(get(b, kRootIno, "f"), d) << "a's flushed file stays readable";
+  ASSERT_TRUE(b.unlink(kRootIno, "f").ok());
+  close("b");
+  EXPECT_EQ(get(node("b"), kRootIno, "f"), "<missing>") << "b's index kept the unlink";
+  close("b");
+  fs::remove_all(root_ + "/index.b");
+  EXPECT_EQ(get(node("b"), kRootIno, "f"), "<missing>") << "a rebuild finds it in b's log";
+  EXPECT_EQ(get(node("c"), kRootIno, "f"), "<missing>") << "c reads it in b's log";
+  // The owner applies it at its mount, before serving anything.
+  EXPECT_EQ(get(node("a"), kRootIno, "f"), "<missing>");
+  ASSERT_TRUE(node("a").flush_all().ok());
+  close("b");
+  EXPECT_EQ(get(node("b"), kRootIno, "f"), "<missing>");
 }
 
 TEST_F(PeerFilesTest, ARestartedNodeSeesWhatPeersWroteMeanwhile) {

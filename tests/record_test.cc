@@ -93,14 +93,26 @@ TEST(Record, EntriesRoundTrip) {
   t.snap.ino = 9;
   t.snap.seq = 11;
   in.push_back(t);
+  RecordEntry u;  // an unlink of another node's file
+  u.kind = EntryKind::kPeerUnlink;
+  u.snap.name = "node-b";
+  u.snap.ino = 5;
+  u.snap.seq = 12;
+  u.snap.mtime_ns = 987654321;
+  in.push_back(u);
   std::string enc;
   encode_entries(in, &enc);
   std::vector<RecordEntry> out;
   ASSERT_TRUE(decode_entries(enc, &out).ok());
-  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].snap.name, sample().name);
+  EXPECT_EQ(out[0].kind, EntryKind::kSnapshot);
   EXPECT_EQ(out[1].kind, EntryKind::kTombstone);
   EXPECT_EQ(out[1].snap.seq, 11u);
+  EXPECT_EQ(out[2].kind, EntryKind::kPeerUnlink);
+  EXPECT_EQ(out[2].snap.name, "node-b");
+  EXPECT_EQ(out[2].snap.ino, 5u);
+  EXPECT_EQ(out[2].snap.mtime_ns, 987654321);
   enc.push_back('\x07');
   out.clear();
   EXPECT_FALSE(decode_entries(enc, &out).ok());
