@@ -278,6 +278,18 @@ class BlockStore {
   Status poll_peers();
   PeerStats peer_stats() const;
 
+  // --- a node gone for good (block_store_retire.cc) ---
+  struct RetireResult {
+    uint64_t files_copied = 0, bytes_copied = 0;
+    uint64_t files_kept = 0;  // this node had its own version (or a newer one was elsewhere)
+    uint64_t files_lost = 0;  // could not be read or written (logged each)
+    uint64_t segments_deleted = 0;
+  };
+  // Hands node who's files over to this node (copies that its LRU eviction
+  // takes in turn) and deletes who's segments; with drop, only deletes
+  // them. Busy while who's lock is held or its log changed within idle_s.
+  Result<RetireResult> retire_node(const std::string& who, bool drop, double idle_s);
+
  private:
   BlockStore(const StoreConfig& cfg, const Clock* clock);
   Status load();
@@ -310,6 +322,7 @@ class BlockStore {
   // After a peer's unlink here: the owner's version stays hidden, and an
   // import of it made meanwhile goes too.
   void hide_peer_file(const PeerOrigin& o, int64_t mtime_ns);
+  Status copy_retired_file(const std::string& who, const PeerNodeFile& f, RetireResult* res);
   // Unlinks a file found by identity, tells the kernel; false if it was gone.
   bool drop_and_forget(const InodeRef& in);
 

@@ -232,6 +232,7 @@ Status PeerLog::poll() {
       v.aliases[r.seg->id] = r.seg->alias;
       records_ += r.out->records;
       entries_ += r.out->entries.size();
+      if (!r.out->entries.empty()) v.last_news_ns = now;
       for (RecordEntry& e : r.out->entries) apply_locked(v, e, &news);
     }
     // Each node's segments as last looked at (this pass or, for old ones
@@ -424,6 +425,29 @@ std::vector<std::pair<std::string, uint32_t>> PeerLog::children(std::string_view
     }
   }
   return {out.begin(), out.end()};
+}
+
+std::vector<PeerNodeFile> PeerLog::files_of(const std::string& node) const {
+  std::lock_guard l(mu_);
+  std::vector<PeerNodeFile> out;
+  auto v = views_.find(node);
+  if (v == views_.end()) return out;
+  for (const auto& [ino, s] : v->second.inodes) {
+    if (!S_ISREG(s.mode) || hidden_locked(node, ino, s.mtime_ns)) continue;
+    std::string p = path_locked(v->second, ino);
+    uint64_t at = 0;
+    if (p.empty() || resolve_locked(v->second, p, &at) == nullptr || at != ino) continue;
+    out.push_back({std::move(p), s.size, s.atime_ns});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PeerNodeFile& a, const PeerNodeFile& b) { return a.atime_ns < b.atime_ns; });
+  return out;
+}
+
+int64_t PeerLog::last_news_ns(const std::string& node) const {
+  std::lock_guard l(mu_);
+  auto v = views_.find(node);
+  return v == views_.end() ? 0 : v->second.last_news_ns;
 }
 
 PeerStats PeerLog::stats() const {

@@ -63,6 +63,13 @@ struct PeerFile {
   InodeSnapshot snap;  // its newest snapshot; extents name foreign segment ids
 };
 
+// A regular file of one peer, for a retirement of that node (BlockStore).
+struct PeerNodeFile {
+  std::string path;
+  uint64_t size = 0;
+  int64_t atime_ns = 0;
+};
+
 struct PeerNodeStats {
   std::string node;
   uint64_t segments = 0, segment_bytes = 0;  // its segment files, as last opened
@@ -114,6 +121,11 @@ class PeerLog {
   // Whether the owner's log shows that version of its file gone: removed,
   // or written again (a newer mtime), so a kept unlink of it is moot.
   bool settled(const std::string& node, uint64_t ino, int64_t mtime_ns) const;
+  // node's regular files that resolve to its version by path and are not
+  // hidden, least recently accessed first.
+  std::vector<PeerNodeFile> files_of(const std::string& node) const;
+  // When a pass last found new records in node's log; 0 if never.
+  int64_t last_news_ns(const std::string& node) const;
   // The names some peer has in directory path, with their mode.
   std::vector<std::pair<std::string, uint32_t>> children(std::string_view path) const;
 
@@ -138,6 +150,7 @@ class PeerLog {
     std::map<uint64_t, uint64_t> aliases;  // its segment id -> foreign id (listed ones)
     uint64_t max_seq = 0;
     int64_t last_full_ns = 0;
+    int64_t last_news_ns = 0;
     uint64_t read_bytes = 0, behind_bytes = 0, segments = 0, segment_bytes = 0;
   };
   void run(double interval_s);

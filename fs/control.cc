@@ -353,6 +353,19 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
         st.flush_async();
         reply = json{{"queued", true}};
       }
+    } else if (cmd == "retire") {
+      if (!privileged) {
+        reply = deny();
+      } else {
+        auto r = st.retire_node(req.value("node", ""), req.value("drop", false),
+                                req.value("idle_s", 30.0));
+        reply = !r.ok() ? error(r.status())
+                        : json{{"files_copied", r->files_copied},
+                               {"bytes_copied", r->bytes_copied},
+                               {"files_kept", r->files_kept},
+                               {"files_lost", r->files_lost},
+                               {"segments_deleted", r->segments_deleted}};
+      }
     } else if (cmd == "housekeep") {
       reply = privileged ? json{{"removed", st.housekeep()}} : deny();
     } else if (cmd == "ls") {

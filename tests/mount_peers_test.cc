@@ -277,5 +277,46 @@ TEST(Peers, AKilledOwnersFlushedFilesStayReadableAndItCatchesUpOnReturn) {
   EXPECT_EQ(check_all(a, on_a), "");
 }
 
+TEST(Peers, ANodeGoneForGoodIsRetiredIntoALiveOneWithKvfsAdmin) {
+  KvfsMount a, b;
+  b.set_backing(a.backing());
+  ASSERT_TRUE(a.mount_ok("node_id=a,segment_size=4M"));
+  ASSERT_TRUE(b.mount_ok("node_id=b,segment_size=4M"));
+  std::map<std::string, std::string> on_a;
+  ASSERT_TRUE(fs::create_directories(a.path("d")));
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = "d/r" + std::to_string(i);
+    on_a[n] = content(n, kMiB + 7 * i);
+    ASSERT_TRUE(write_file(a.path(n), on_a[n]));
+  }
+  RunResult flush = run_admin({"flush", a.mnt(), "--wait"});
+  ASSERT_EQ(flush.exit_code, 0) << flush.output;
+  for (auto& [n, d] : on_a) {
+    std::string last;
+    ASSERT_GE(seconds_until_readable(b.path(n), d, 10, &last), 0) << n << ": " << last;
+  }
+  RunResult r = run_admin({"retire-node", b.mnt(), "a", "--idle", "0"});
+  EXPECT_EQ(r.exit_code, 3) << "a is running: " << r.output;
+  EXPECT_NE(r.output.find("running"), std::string::npos) << r.output;
+  a.unmount();
+  r = run_admin({"retire-node", b.mnt(), "a", "--idle", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output << b.log_tail(4096);
+  const auto j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["files_copied"].get<uint64_t>(), 3u) << r.output;
+  EXPECT_GE(j["segments_deleted"].get<uint64_t>(), 1u) << r.output;
+  EXPECT_EQ(check_all(b, on_a), "") << "b's own copies now";
+  RunResult nodes = run_admin({"nodes", a.backing(), "--json"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
+  const auto nj = nlohmann::json::parse(nodes.output, nullptr, false);
+  ASSERT_FALSE(nj.is_discarded()) << nodes.output;
+  for (const auto& n : nj["nodes"])
+    if (n["node"] == "a") EXPECT_EQ(n["segments"].get<uint64_t>(), 0u) << nodes.output;
+  // They outlive b's restart: b's own files, in its index.
+  b.unmount();
+  ASSERT_TRUE(b.mount_ok("node_id=b,segment_size=4M"));
+  EXPECT_EQ(check_all(b, on_a), "");
+}
+
 }  // namespace
 }  // namespace kvfs::test

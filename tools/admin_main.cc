@@ -128,6 +128,19 @@ int run(int argc, char** argv) {
   nodes->add_option("BACKING_DIR", no.backing, "backing directory")->required();
   nodes->add_flag("--json", no.json_out, "print JSON");
 
+  RetireOpts rt;
+  auto* retire = app.add_subcommand(
+      "retire-node", "hand the files of a node gone for good over to the node at MOUNT");
+  retire->add_option("MOUNT", rt.mount, "kvfs mount point of a live node")->required();
+  retire->add_option("NODE", rt.node, "the node to retire")->required();
+  retire->add_flag("--drop", rt.drop, "delete its data instead of copying its files here");
+  retire
+      ->add_option("--idle", rt.idle_s,
+                   "refuse if its log changed within this many seconds (default 30)")
+      ->type_name("SECONDS")
+      ->check(CLI::NonNegativeNumber);
+  retire->add_flag("--json", rt.json_out, "print JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -142,6 +155,7 @@ int run(int argc, char** argv) {
   if (*config) return cmd_config(config_mount, config_args);
   if (*version) return cmd_version(version_mount);
   if (*nodes) return cmd_nodes(no);
+  if (*retire) return cmd_retire(rt);
   if (*fsck) {
     setup_logging();
     return cmd_fsck(fo);

@@ -132,6 +132,24 @@ int cmd_flush(const std::string& mount, bool wait) {
   return kExitOk;
 }
 
+int cmd_retire(const RetireOpts& o) {
+  Mount m(o.mount);
+  json r = m.request({{"cmd", "retire"}, {"node", o.node}, {"drop", o.drop}, {"idle_s", o.idle_s}});
+  if (o.json_out) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf(
+      "retired node %s: %llu files copied here (%s), %llu kept (a version here already), "
+      "%llu lost, %llu segments deleted\n",
+      printable(o.node).c_str(), (unsigned long long)r.value("files_copied", 0ull),
+      human_bytes(double(r.value("bytes_copied", 0ull))).c_str(),
+      (unsigned long long)r.value("files_kept", 0ull),
+      (unsigned long long)r.value("files_lost", 0ull),
+      (unsigned long long)r.value("segments_deleted", 0ull));
+  return r.value("files_lost", 0ull) ? kExitProblems : kExitOk;
+}
+
 int cmd_ls(const LsOpts& o) {
   Mount m(o.mount);
   const std::string rel = m.relative(o.path);

@@ -25,6 +25,14 @@ struct EvictOpts {
 int cmd_evict(const EvictOpts& o);
 int cmd_flush(const std::string& mount, bool wait);
 
+struct RetireOpts {
+  std::string mount, node;
+  bool drop = false, json_out = false;
+  double idle_s = 30;
+};
+// A node gone for good: its files handed over to the mount's node, or dropped.
+int cmd_retire(const RetireOpts& o);
+
 struct LsOpts {
   std::string mount, path;
   bool json_out = false, bytes = false;
