@@ -17,7 +17,11 @@
 // first miss; the hits are loaded (and verified) by the read pool; the misses
 // are stored by the write pool. The requests run time-compressed, as fast as
 // storage allows, in the schedule's order, at most --concurrency at once and
-// one at a time per user. --client picks whose file pattern that is:
+// one at a time per user; --user-gap S keeps a user's next request at least S
+// real seconds after its last one ended (the answer's decode time, which the
+// compressed replay leaves out: it matters when the next round goes to
+// another instance, which sees the stores only after its visibility delay).
+// --client picks whose file pattern that is:
 //   vllm        vLLM's fs tier: access(F_OK); open O_DIRECT + ONE read; the
 //               vLLM store pattern (nested dirs, random tmp, rename).
 //   nixl-gds    LMCache MP server, NIXL GDS (bench/client_patterns.h): stat;
@@ -31,7 +35,7 @@
 //       [--users 15] [--rounds 20] [--qps 2] [--time 1200] [--system-prompt 1000]
 //       [--answer 100] [--question 32] [--concurrency 4] [--write-threads 16]
 //       [--read-threads 32] [geometry | --chunk-bytes B] [--backing-dir PATH]
-//       [--label NAME] [--flush 1] [--peer-dir DIR2] [--dry-run]
+//       [--label NAME] [--flush 1] [--peer-dir DIR2] [--user-gap S] [--dry-run]
 //
 // --peer-dir: two instances behind a round-robin balancer. A user's requests
 // alternate between DIR (rounds 2, 4, ...) and DIR2 (rounds 1, 3, ...), the
@@ -210,6 +214,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   const uint64_t salt = a.num("salt", rand64() & 0xffffffffffull);
   std::string ctl = a.str("control", "auto");
   const std::string peer_dir = a.str("peer-dir", "");
+  const double user_gap = a.real("user-gap", 0);
   a.check_all_used();
   const size_t size = g.chunk_bytes;
   const uint64_t bt = g.block_tokens;
@@ -336,6 +341,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   std::condition_variable cv;
   size_t next = 0;
   std::vector<bool> busy(max_user + 1, false);
+  std::vector<double> ready(max_user + 1, 0);  // now_s() when the user may go again
   std::atomic<uint64_t> lookups{0}, hits{0};
   std::vector<double> req_ms;
   const auto st0 = stats();
@@ -345,7 +351,17 @@ int cmd_mrqa(const std::string& dir, Args& a) {
       size_t r;
       {
         std::unique_lock l(mu);
-        cv.wait(l, [&] { return next >= reqs.size() || !busy[reqs[next].user]; });
+        // A user's gap holds the queue, as the schedule's order is kept.
+        auto go = [&] {
+          return next >= reqs.size() ||
+                 (!busy[reqs[next].user] && now_s() >= ready[reqs[next].user]);
+        };
+        while (!go()) {
+          if (next < reqs.size() && !busy[reqs[next].user])
+            cv.wait_for(l, std::chrono::duration<double>(ready[reqs[next].user] - now_s()));
+          else
+            cv.wait(l);
+        }
         if (next >= reqs.size()) return;
         r = next++;
         busy[reqs[r].user] = true;
@@ -385,6 +401,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
       {
         std::lock_guard l(mu);
         busy[q.user] = false;
+        ready[q.user] = now_s() + user_gap;
         req_ms.push_back((now_s() - t0) * 1e3);
       }
       cv.notify_all();
@@ -411,6 +428,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   if (!backing.empty()) count_tree(backing, &back1);
 
   j.add("concurrency", conc)
+      .add("user_gap_s", user_gap, 3)
       .add("write_threads", wt)
       .add("read_threads", rt)
       .add("o_direct", direct);

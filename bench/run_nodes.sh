@@ -6,8 +6,12 @@
 #   two-nodes     two kvfs daemons (node_id a and b, each its own index and
 #                 capacity) over one backing dir, one mount per instance
 #   shared-plain  both instances writing straight into one plain dir
-# then the visibility latency (kvfs-bench visibility): from close on node a
-# to a read of the same bytes on node b, polled as vLLM does.
+# then one-node and two-nodes again with a user's rounds at least
+# NODES_USER_GAP real seconds apart (--user-gap: the answer's decode time,
+# which the compressed replay leaves out; it is what gives the other
+# instance time to see the stores), for the hit ratio; then the visibility
+# latency (kvfs-bench visibility): from close on node a to a read of the
+# same bytes on node b, polled as vLLM does.
 # Writes bench/results/nodes.{jsonl,md} (nodes-PRESET.* with EMU) and prints
 # the table. Every run starts empty; everything mounted here is unmounted on
 # exit.
@@ -15,7 +19,7 @@
 #   sudo bench/run_nodes.sh [BUILD_DIR]
 #
 # Knobs: NODES_LENGTHS ("1000 10000"), NODES_CLIENT (vllm), NODES_TIME
-# (virtual seconds, 300), NODES_CHUNK_BYTES (524288), NODES_USERS (15),
+# (virtual seconds, 300), NODES_USER_GAP (1; 0 skips the paced runs), NODES_CHUNK_BYTES (524288), NODES_USERS (15),
 # NODES_ROUNDS (20), NODES_CONCURRENCY (4), NODES_RAM (512M per node),
 # NODES_CAPACITY (30G per node), NODES_VIS_FILES (40), WORK
 # (/var/tmp/kvfs-nodes), OUT, KVFS_OPTS (extra -o options for both nodes),
@@ -39,6 +43,7 @@ CONC=${NODES_CONCURRENCY:-4}
 RAM=${NODES_RAM:-512M}
 CAP=${NODES_CAPACITY:-30G}
 VIS_FILES=${NODES_VIS_FILES:-40}
+GAP=${NODES_USER_GAP:-1}
 TAG=nodes${EMU:+-$EMU}
 RAW=$OUT/$TAG.jsonl
 ON="local disk"
@@ -95,7 +100,7 @@ fresh() {
 tag() {
   local l
   read -r l
-  echo "${l%\}},\"setup\":\"$1\",\"backing\":\"$ON\",\"segment_files\":$(find "$BACKING" -name '*.seg' 2>/dev/null | wc -l)}"
+  echo "${l%\}},\"setup\":\"$1\",\"backing\":\"$ON\",\"segment_files\":$(find "$BACKING" -name '*.seg' 2>/dev/null | wc -l),\"backing_bytes\":$(du -sb "$BACKING" 2>/dev/null | cut -f1 || echo 0)}"
 }
 
 mkdir -p "$WORK" "$OUT"
@@ -120,6 +125,18 @@ for L in $LENGTHS; do
   mkdir -p "$SHARED/plain"
   "$BENCH" mrqa "$SHARED/plain" "${opts[@]}" --peer-dir "$SHARED/plain" --label shared-plain \
     --backing-dir "$SHARED/plain" | tag shared-plain >>"$RAW"
+  [[ $GAP != 0 ]] || continue
+  fresh
+  mount_node a "$KMNT" "$INDEX"
+  log "L=$L one-node, rounds $GAP s apart"
+  "$BENCH" mrqa "$KMNT" "${opts[@]}" --user-gap "$GAP" --label one-node-paced \
+    --backing-dir "$BACKING" | tag one-node-paced >>"$RAW"
+  fresh
+  mount_node a "$KMNT" "$INDEX"
+  mount_node b "$MNT_B" "$INDEX_B"
+  log "L=$L two-nodes, rounds $GAP s apart"
+  "$BENCH" mrqa "$KMNT" "${opts[@]}" --user-gap "$GAP" --peer-dir "$MNT_B" \
+    --label two-nodes-paced --backing-dir "$BACKING" | tag two-nodes-paced >>"$RAW"
 done
 fresh
 mount_node a "$KMNT" "$INDEX"
@@ -147,12 +164,26 @@ o = [f"# Two instances over one shared dir (backing: {on})", "",
 for L in sorted({r["context_tokens"] for r in mr}):
     by = {r["setup"]: r for r in mr if r["context_tokens"] == L}
     plain = by.get("shared-plain", {}).get("gbps", 0)
-    for s in ["one-node", "two-nodes", "shared-plain"]:
+    for s in ["one-node", "two-nodes", "shared-plain"]:  # the paced ones below
         r = by.get(s)
         if not r: continue
         made = r.get("backing_files_created", 0) + r.get("backing_dirs_created", 0)
         x = f"{r['gbps'] / plain:.2f}" if plain else "-"
         o.append(f"| {L} | {s} | {r['hit_ratio']:.4f} | {r['gbps']:.2f} | {x} | {made} | {r['segment_files']} |")
+paced = [r for r in mr if r["setup"].endswith("-paced")]
+if paced:
+    o += ["", f"Hit ratio with a user's rounds at least {paced[0]['user_gap_s']} s apart (the",
+          "answer's decode time, which the replay above compresses away), and the",
+          "backing dir at the end:", "",
+          "| L | one-node | two-nodes | two-nodes - one-node | backing MiB (two-nodes) | GB/s (two-nodes) |",
+          "|---|---|---|---|---|---|"]
+    for L in sorted({r["context_tokens"] for r in paced}):
+        by = {r["setup"]: r for r in paced if r["context_tokens"] == L}
+        one, two = by.get("one-node-paced"), by.get("two-nodes-paced")
+        if not one or not two: continue
+        o.append(f"| {L} | {one['hit_ratio']:.4f} | {two['hit_ratio']:.4f} | "
+                 f"{two['hit_ratio'] - one['hit_ratio']:+.4f} | {two.get('backing_bytes', 0) / 2**20:.0f} | "
+                 f"{two['gbps']:.2f} |")
 o += ["", "Visibility, close on one instance to a bit-exact read on the other:", "",
       "| setup | files | visible | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|---|"]
 for r in vis:

@@ -76,6 +76,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
       Evictor::Parts{&s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(),
                      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get(),
                      s->flusher_.get(), &s->reclaim_mu_, &s->forgetting_});
+  // Segments a restart cut short in their grace get a whole new one: a peer
+  // may have been reading them until just now.
+  s->segs_->set_due_of_found_retired(s->clock_->now_ns() + int64_t(cfg.segment_grace_s * 1e9));
   s->prefetch_ = std::make_unique<Prefetcher>(
       Prefetcher::Parts{s->data_.get(), s->ram_.get(), &s->reclaim_mu_, &s->forgetting_},
       cfg.prefetch_bytes);

@@ -175,6 +175,7 @@ Result<BlockStore::RetireResult> BlockStore::retire_node(const std::string& who,
   Status first;
   for (const std::string& name : *names) {
     auto p = layout::parse_segment_name(name);
+    if (!p) p = layout::parse_retired_segment_name(name);  // its grace is long past
     if (!p || p->node != who) continue;
     const std::string path = layout::segment_dir(cfg_.backing_dir) + "/" + name;
     Status s = io_->run("delete of " + path, [path] {

@@ -104,6 +104,9 @@ struct StoreConfig {
   // With node_id: every peer_poll_s the other nodes' segment logs are read
   // for what they committed since (core/peer_log.h).
   double peer_poll_s = 0.2;
+  // With node_id: a reclaimed segment is renamed and deleted only this long
+  // after, so that the peers reading it have moved on (Evictor).
+  double segment_grace_s = 5;
 
   // Set by the daemon, not an option: written into the lock file it holds
   // (the node's, or kvfs.lock), so that a second daemon can tell one still

@@ -87,4 +87,19 @@ std::optional<SegmentFileName> parse_segment_name(std::string_view name) {
   return SegmentFileName{std::string(name.substr(0, name.size() - tail)), id};
 }
 
+namespace {
+constexpr std::string_view kRetiredSuffix = ".retired";
+}
+
+std::string retired_segment_name(std::string_view segment_name) {
+  return std::string(segment_name) + std::string(kRetiredSuffix);
+}
+
+std::optional<SegmentFileName> parse_retired_segment_name(std::string_view name) {
+  if (name.size() <= kRetiredSuffix.size() ||
+      name.substr(name.size() - kRetiredSuffix.size()) != kRetiredSuffix)
+    return std::nullopt;
+  return parse_segment_name(name.substr(0, name.size() - kRetiredSuffix.size()));
+}
+
 }  // namespace kvfs::layout

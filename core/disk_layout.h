@@ -9,6 +9,8 @@
 //   <backing>/kvfs.shared                      empty: the dir is shared by nodes
 //   <backing>/kvfs.<node>.lock                 flock()ed by node's daemon: pid, host, mount
 //   <backing>/segments/<node>-<16 hex id>.seg  append-only segment files (record.h)
+//   <backing>/segments/<segment name>.retired  a node's reclaimed segment, in its
+//                                              grace before deletion (Evictor)
 //   <backing>/segments/.direct_probe.<node>    O_DIRECT probe, written at open
 //
 // A kvfs without a node_id owns the dir alone, as before nodes: it takes
@@ -68,5 +70,10 @@ struct SegmentFileName {
 // The node and id of a segment file name; nullopt for any other name (id 0
 // is never handed out, so it is not a segment either).
 std::optional<SegmentFileName> parse_segment_name(std::string_view name);
+// A reclaimed segment is renamed so (no longer a segment to any listing)
+// for its grace period, then deleted.
+std::string retired_segment_name(std::string_view segment_name);
+// The node and id of a retired segment's file name; nullopt for any other.
+std::optional<SegmentFileName> parse_retired_segment_name(std::string_view name);
 
 }  // namespace kvfs::layout

@@ -88,6 +88,9 @@ EvictorStats Evictor::stats() const {
   s.evicted_bytes = ev_bytes_.load();
   s.dirs_removed = dirs_removed_.load();
   s.segments_deleted = segs_deleted_.load();
+  const SegmentStore::RetiringStats r = p_.segs->retiring();
+  s.segments_retiring = r.files;
+  s.retiring_bytes = r.bytes;
   s.reclaim_copied_bytes = copied_.load();
   s.enospc = p_.budget->refusals();
   return s;
@@ -255,13 +258,27 @@ void Evictor::pass(bool backing_full) {
     housekeeping(now);
   }
   SegmentStore& segs = *p_.segs;
+  // Retired segments past their grace; all of them when the disk is full.
+  segs_deleted_ += segs.delete_retired(now, backing_full ? UINT64_MAX : 0);
   uint64_t cap = p_.budget->capacity();
-  const uint64_t used = segs.used_bytes();
-  if (backing_full) cap = std::min(cap, used);  // the filesystem is smaller than the cap
+  const uint64_t disk = segs.used_bytes();  // with the retired ones, as the flush gate counts
   // Room granted to flushes in progress, and asked for by waiting ones,
   // counts as used: the pass must make room for it too.
   const uint64_t pending = p_.budget->pending();
-  if (used + pending <= cap * p_.cfg->high_watermark && !backing_full) return;
+  // Retired segments in their grace live in the room between the low
+  // watermark and the cap: they never make a live file go. When the
+  // flushes need that room, the oldest go first, before any live file.
+  if (disk + pending > cap) segs_deleted_ += segs.delete_retired(now, disk + pending - cap);
+  const uint64_t used = segs.segment_bytes();
+  if (backing_full) cap = std::min(cap, used);  // the filesystem is smaller than the cap
+  // Room was made: writers refused for lack of it may go again.
+  auto room_made = [&] {
+    if (segs.used_bytes() >= disk) return;
+    p_.budget->room_made();
+    p_.ram->set_flush_error(Status::OK());
+    p_.flusher->retry_now();
+  };
+  if (used + pending <= cap * p_.cfg->high_watermark && !backing_full) return room_made();
   const uint64_t low = static_cast<uint64_t>(cap * p_.cfg->low_watermark);
   const uint64_t target = low > pending ? low - pending : 0;
   // Space, not live data, is what must fit: each round evicts the least
@@ -269,11 +286,11 @@ void Evictor::pass(bool backing_full) {
   // leave empty or sparse, until the segments fit under the low watermark.
   uint64_t lru_evicted = 0;
   for (int round = 0; round < 4; ++round) {
-    const uint64_t now_used = segs.used_bytes();
+    const uint64_t now_used = segs.segment_bytes();
     if (now_used <= target) break;
     lru_evicted += evict_lru(now_used - target, now);
     reclaim(target, now, false);
-    if (segs.used_bytes() >= now_used) break;  // no progress: all protected
+    if (segs.segment_bytes() >= now_used) break;  // no progress: all protected
   }
   // A pass that freed nothing and could evict nothing, with the live data
   // under the target: the excess is dead space in segments too full to be
@@ -282,14 +299,13 @@ void Evictor::pass(bool backing_full) {
   // rather than refuse writes while much of the disk is holes. Only then:
   // while the LRU can evict, its passes free segments by themselves, and
   // copies cost writes, RAM and flush room.
-  if (lru_evicted == 0 && segs.used_bytes() >= used && segs.live_bytes() <= target)
+  if (lru_evicted == 0 && segs.segment_bytes() >= used && segs.live_bytes() <= target)
     reclaim(target, now, true);
-  if (segs.used_bytes() < used) {
-    // Room was made: writers refused for lack of it may go again.
-    p_.budget->room_made();
-    p_.ram->set_flush_error(Status::OK());
-    p_.flusher->retry_now();
-  }
+  // The segments reclaimed in this pass may be retired, on the disk still:
+  // make room for the waiting flushes now rather than at the next pass.
+  if (const uint64_t d = segs.used_bytes(); d + pending > p_.budget->capacity())
+    segs_deleted_ += segs.delete_retired(now, d + pending - p_.budget->capacity());
+  room_made();
 }
 
 Result<EvictResult> Evictor::evict(const EvictRequest& r) {

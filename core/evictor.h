@@ -79,6 +79,9 @@ struct EvictorStats {
   uint64_t evicted_bytes = 0;
   uint64_t dirs_removed = 0;
   uint64_t segments_deleted = 0;
+  // Reclaimed segments of a shared dir in their grace (renamed, not yet
+  // deleted; counted in the capacity).
+  uint64_t segments_retiring = 0, retiring_bytes = 0;
   uint64_t reclaim_copied_bytes = 0;  // write amplification of reclamation
   uint64_t passes = 0;
   uint64_t enospc = 0;  // flushes refused for lack of room

@@ -198,17 +198,30 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     if (p_.forgetting) p_.forgetting->fetch_sub(1);
     path = p_.segs->forget_segment(seg);
   }
+  // Shared: peers may be reading it, or about to (until their next pass
+  // shows the copies); renamed, it leaves their listings, and it is deleted
+  // after the grace. Renamed or not, it is no longer this node's segment.
+  if (p_.segs->shared() && p_.cfg->segment_grace_s > 0) {
+    auto r = p_.segs->retire_segment(path);
+    if (r.ok()) {
+      p_.segs->retire_later(std::move(*r), info.bytes,
+                            now + int64_t(p_.cfg->segment_grace_s * 1e9));
+      path.clear();
+    } else {
+      spdlog::warn("segment {} deleted without its grace: {}", seg, r.status().ToString());
+    }
+  }
   if (Status s = p_.segs->unlink_segment(path); !s.ok()) {
     spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
     return false;
   }
+  if (!path.empty()) segs_deleted_.fetch_add(1);
   // The index forgets the segment too; if this is lost in a crash, the next
   // mount logs it as gone (with nothing in it).
   IndexBatch drop;
   drop.segment_drops.push_back(seg);
   if (Status s = p_.index->commit(drop, false); !s.ok())
     spdlog::warn("segment {} deleted, its index entry stays: {}", seg, s.ToString());
-  segs_deleted_.fetch_add(1);
   return true;
 }
 
@@ -222,8 +235,8 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
   for (auto& s : v) {
     // Reclaiming reads and deletes segment files: not while they hang.
     if (p_.io->stalled()) break;
-    const uint64_t used = p_.segs->used_bytes();
-    if (used <= target_used) break;
+    if (p_.segs->segment_bytes() <= target_used) break;
+    const uint64_t used = p_.segs->used_bytes();  // the retired ones take room too
     const bool sparse = s.live == 0 || ratio(s) <= p_.cfg->reclaim_ratio;
     if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
     // Copying needs room under the flush gate (capacity plus one segment,
@@ -233,8 +246,13 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
     // files may be the newest (a tmp file between its close and its
     // rename). The copy may pass the gate by up to half a segment until
     // the old segment is deleted.
-    const bool room = used + p_.budget->inflight() + s.live + 2 * kMetaReserve <=
-                      p_.budget->capacity() + p_.cfg->segment_size;
+    const uint64_t limit = p_.budget->capacity() + p_.cfg->segment_size;
+    const uint64_t want = used + p_.budget->inflight() + s.live + 2 * kMetaReserve;
+    // Retired segments in their grace give way to the copy: an evicted
+    // file is a miss for everyone, a grace cut short only maybe for a peer.
+    if (want > limit) segs_deleted_ += p_.segs->delete_retired(now, want - limit);
+    const bool room =
+        p_.segs->used_bytes() + p_.budget->inflight() + s.live + 2 * kMetaReserve <= limit;
     const bool copy = room || !sparse;
     // The copies bypass the flush gate: hold their room until they are written.
     if (copy) p_.budget->hold(s.live);

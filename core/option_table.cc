@@ -64,6 +64,10 @@ const std::vector<StoreOption> kStoreOptions = {
     {{"peer_poll", OptType::kSeconds, "0.2", 0.05, 60, false,
       "with node_id: how often the other nodes' segment logs are read for their new files"},
      [](StoreConfig& c) -> FieldRef { return &c.peer_poll_s; }},
+    {{"segment_grace", OptType::kSeconds, "5", 0, 3600, false,
+      "with node_id: how long a reclaimed segment stays (renamed) before it is deleted, so that "
+      "the other nodes reading it have moved on"},
+     [](StoreConfig& c) -> FieldRef { return &c.segment_grace_s; }},
     // 0 in the struct is "not given": 80 % of the space available at mount.
     {{"capacity", OptType::kSize, nullptr, 0, kNoMax, true,
       "cap on the bytes kept in the backing dir (at least two segments)",

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/disk_layout.h"
+#include "core/log.h"
 
 namespace kvfs {
 
@@ -176,11 +177,15 @@ bool SegmentStore::has_segment(uint64_t id) const {
   return segs_.count(id) != 0;
 }
 
-uint64_t SegmentStore::used_bytes() const {
+uint64_t SegmentStore::segment_bytes() const {
   std::shared_lock l(mu_);
   uint64_t n = 0;
   for (auto& [id, info] : segs_) n += info.bytes;
   return n;
+}
+
+uint64_t SegmentStore::used_bytes() const {
+  return segment_bytes() + retired_bytes_.load();
 }
 
 void SegmentStore::add_live(const Extent& e) {
@@ -222,6 +227,67 @@ Status SegmentStore::unlink_segment(const std::string& path) {
   };
   if (!io_) return body();
   return io_->run("unlink of " + path, std::move(body));
+}
+
+Result<std::string> SegmentStore::retire_segment(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string to = path.substr(0, slash + 1) +
+                         layout::retired_segment_name(std::string_view(path).substr(slash + 1));
+  auto body = [path, to]() -> Status {
+    if (::rename(path.c_str(), to.c_str()) != 0)
+      return Status::FromErrno(errno, "rename " + path + " to " + to);
+    return Status::OK();
+  };
+  Status s = io_ ? io_->run("rename of " + path, std::move(body)) : body();
+  if (!s.ok()) return s;
+  return to;
+}
+
+void SegmentStore::retire_later(std::string path, uint64_t bytes, int64_t due_ns) {
+  std::lock_guard l(retired_mu_);
+  retired_.push_back({std::move(path), bytes, due_ns});
+  retired_bytes_ += bytes;
+}
+
+void SegmentStore::set_due_of_found_retired(int64_t due_ns) {
+  std::lock_guard l(retired_mu_);
+  for (Retired& r : retired_)
+    if (r.due_ns == 0) r.due_ns = due_ns;
+}
+
+uint64_t SegmentStore::delete_retired(int64_t now, uint64_t free_bytes) {
+  std::vector<Retired> go;
+  {
+    std::lock_guard l(retired_mu_);
+    uint64_t freed = 0;
+    std::vector<Retired> keep;
+    for (Retired& r : retired_) {
+      if (r.due_ns <= now || freed < free_bytes) {
+        freed += r.bytes;
+        go.push_back(std::move(r));
+      } else {
+        keep.push_back(std::move(r));
+      }
+    }
+    retired_ = std::move(keep);
+  }
+  uint64_t n = 0;
+  for (Retired& r : go) {
+    if (Status s = unlink_segment(r.path); !s.ok()) {
+      spdlog::warn("cannot delete retired segment {}: {}", r.path, s.ToString());
+      std::lock_guard l(retired_mu_);
+      retired_.insert(retired_.begin(), std::move(r));
+      continue;
+    }
+    retired_bytes_ -= r.bytes;
+    ++n;
+  }
+  return n;
+}
+
+SegmentStore::RetiringStats SegmentStore::retiring() const {
+  std::lock_guard l(retired_mu_);
+  return {retired_.size(), retired_bytes_.load()};
 }
 
 void SegmentStore::set_log_state(uint64_t id, uint64_t valid, const SegmentLogState& applied) {

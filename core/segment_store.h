@@ -109,6 +109,28 @@ class SegmentStore : public SpaceUsage {
   // for the first: an unlink on NFS may take long.
   std::string forget_segment(uint64_t id);
   Status unlink_segment(const std::string& path);
+  // Instead of unlink_segment, in a shared dir: renames a forgotten
+  // segment to its retired name (disk_layout.h) for a grace period, after
+  // which the evictor unlinks it. Peers stop listing it at once, so they
+  // drop what pointed into it, and a read they have in flight on an open
+  // descriptor still gets its bytes (NFS keeps a renamed file's handle).
+  // Returns the new path.
+  Result<std::string> retire_segment(const std::string& path);
+  // A retired segment file is kept until due_ns (the caller's clock) and
+  // counted in used_bytes() until deleted: its bytes are on the disk, under
+  // the capacity. Open keeps those it finds (a grace cut short by a
+  // restart) with due_ns 0 until the owner sets their due time.
+  void retire_later(std::string path, uint64_t bytes, int64_t due_ns);
+  void set_due_of_found_retired(int64_t due_ns);
+  // Deletes the retired files due by now, then the oldest others until
+  // free_bytes are freed (room the capacity needs: a grace is cut short
+  // before any live file is evicted). Returns how many it deleted; one it
+  // cannot delete is kept (logged) and tried again next time.
+  uint64_t delete_retired(int64_t now, uint64_t free_bytes);
+  struct RetiringStats {
+    uint64_t files = 0, bytes = 0;
+  };
+  RetiringStats retiring() const;
 
   // Walks the records of one segment in order from offset `from` (a record
   // start), stopping quietly at the first torn or corrupt record (the tail of
@@ -142,8 +164,10 @@ class SegmentStore : public SpaceUsage {
   // How far ahead of its writes an open segment is allocated.
   uint64_t prealloc_step() const;
 
-  // Disk usage of all segments, in bytes.
+  // Disk usage of all segments, the retired ones included, in bytes.
   uint64_t used_bytes() const override;
+  // The same without the retired ones.
+  uint64_t segment_bytes() const;
 
   // Live-data accounting, kept by the owners of extents (inode slots): a
   // segment whose live bytes reach zero holds nothing anyone can read.
@@ -177,6 +201,15 @@ class SegmentStore : public SpaceUsage {
   int shared_lock_fd_ = -1;  // kvfs.lock, flock()ed shared (shared_ only)
   BackingIo* io_ = nullptr;
 
+  struct Retired {
+    std::string path;
+    uint64_t bytes = 0;
+    int64_t due_ns = 0;
+  };
+  // Oldest first. A leaf lock: nothing is taken under it, no I/O under it.
+  mutable std::mutex retired_mu_;
+  std::vector<Retired> retired_;  // guarded by retired_mu_
+  std::atomic<uint64_t> retired_bytes_{0};
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, SegmentInfo> segs_;                  // guarded by mu_
   std::unordered_map<uint64_t, std::shared_ptr<ReadFd>> read_fds_;  // guarded by mu_

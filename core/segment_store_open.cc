@@ -307,6 +307,18 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
     // Another node's segments are its own business: never listed, so never
     // caught up, counted, reclaimed or deleted here.
     const std::optional<layout::SegmentFileName> parsed = layout::parse_segment_name(de->d_name);
+    if (!parsed && s->shared_) {
+      // Its own segments in their grace: deleted later, and their ids are
+      // never given again (a peer may still know one by its id).
+      const auto r = layout::parse_retired_segment_name(de->d_name);
+      struct stat rs;
+      std::string p = s->dir_ + "/" + de->d_name;
+      if (r && r->node == s->node_ && ::stat(p.c_str(), &rs) == 0 && S_ISREG(rs.st_mode)) {
+        s->retire_later(std::move(p), static_cast<uint64_t>(rs.st_size), 0);
+        s->next_id_ = std::max(s->next_id_, r->id + 1);
+      }
+      continue;
+    }
     if (!parsed || (s->shared_ && parsed->node != s->node_)) continue;
     const uint64_t sid = parsed->id;
     std::string p = s->dir_ + "/" + de->d_name;

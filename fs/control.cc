@@ -75,9 +75,9 @@ json peers_json(const StoreStats& s) {
 
 json stats_json(BlockStore& st, OpLatencies& lat) {
   StoreStats s = st.stats();
+  EvictorStats e = st.evictor_stats();
   uint64_t dir_used = s.segment_bytes;
   for (const PeerNodeStats& n : s.peers.nodes) dir_used += n.segment_bytes;
-  EvictorStats e = st.evictor_stats();
   const BackingIoStats b = st.backing_io_stats();
   const uint64_t ram_used = s.ram.clean_bytes + s.ram.dirty_bytes;
   return json{
@@ -151,6 +151,8 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"bytes", e.evicted_bytes},
         {"dirs_removed", e.dirs_removed},
         {"segments_deleted", e.segments_deleted},
+        {"segments_retiring", e.segments_retiring},
+        {"retiring_bytes", e.retiring_bytes},
         {"reclaim_copied_bytes", e.reclaim_copied_bytes}}},
       {"index",
        {{"rebuilt", st.rebuilt_index()},

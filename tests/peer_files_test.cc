@@ -44,7 +44,8 @@ class PeerFilesTest : public ::testing::Test {
     nodes_.clear();
     fs::remove_all(root_);
   }
-  BlockStore& node(const std::string& id) {
+  // capacity 0: the default below.
+  BlockStore& node(const std::string& id, uint64_t capacity = 0, double segment_grace = 5) {
     auto& s = nodes_[id];
     if (!s) {
       StoreConfig c;
@@ -55,8 +56,10 @@ class PeerFilesTest : public ::testing::Test {
       c.ram_prefault = 0;
       c.segment_size = 8 << 20;
       c.flush_batch_bytes = 4 << 20;
-      c.capacity = 256 << 20;
-      c.peer_poll_s = 60;  // the tests poll themselves
+      c.capacity = capacity ? capacity : 256 << 20;
+      if (capacity) c.evict_grace_s = 0;  // the tests that give one evict
+      c.peer_poll_s = 60;                 // the tests poll themselves
+      c.segment_grace_s = segment_grace;
       auto r = BlockStore::Open(c, &clock_);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       if (r.ok()) s = std::move(*r);
@@ -117,6 +120,16 @@ class PeerFilesTest : public ::testing::Test {
       if (p && p->node == id && e.file_size() > most) most = e.file_size(), best = e.path();
     }
     return best;
+  }
+
+  // The segment files of node id in their grace before deletion.
+  int retired_of(const std::string& id) {
+    int n = 0;
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing"))) {
+      auto p = layout::parse_retired_segment_name(e.path().filename().string());
+      if (p && p->node == id) ++n;
+    }
+    return n;
   }
 
   std::string root_;
@@ -395,6 +408,60 @@ TEST_F(PeerFilesTest, AnUnlinkHoldsAcrossARestartUntilTheOwnerReturns) {
   ASSERT_TRUE(node("a").flush_all().ok());
   close("b");
   EXPECT_EQ(get(node("b"), kRootIno, "f"), "<missing>");
+}
+
+// The owner's reclaimed segments leave the peers' listings at once (renamed)
+// and are deleted only segment_grace later, across a restart too, unless the
+// cap needs their room first; meanwhile a peer reads the owner's live files
+// from their new place.
+TEST_F(PeerFilesTest, AReclaimedSegmentIsDeletedAfterItsGraceOrWhenTheCapNeedsIt) {
+  BlockStore& a = node("a", 128 * kMiB, 3600);
+  BlockStore& b = node("b");
+  auto content = [](int i) { return pattern(4 * kMiB, 100 + i); };
+  auto bytes_of_a = [&] {
+    uint64_t n = 0;
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing")))
+      if (e.path().filename().string().rfind("a-", 0) == 0) n += e.file_size();
+    return n;
+  };
+  put(a, kRootIno, "f0", content(0));
+  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(get(b, kRootIno, "f0") == content(0));
+  // 3x the cap; f0 is read after every write, so it stays.
+  for (int i = 1; i < 96; ++i) {
+    clock_.advance(1);
+    put(a, kRootIno, "f" + std::to_string(i), content(i));
+    ASSERT_TRUE(get(a, kRootIno, "f0") == content(0)) << i;
+    EXPECT_LE(bytes_of_a(), 136 * kMiB) << "the retired segments count in the cap, after " << i;
+  }
+  ASSERT_GT(a.evictor_stats().evicted_capacity, 0u);
+  EXPECT_GT(a.evictor_stats().segments_deleted, 0u) << "graces cut short: the cap needed the room";
+  const EvictorStats e = a.evictor_stats();
+  ASSERT_GT(e.segments_retiring, 0u) << "the last ones reclaimed wait for their grace, in the room "
+                                        "between the low watermark and the cap";
+  EXPECT_GE(e.retiring_bytes, e.segments_retiring * kMiB);
+  EXPECT_EQ(retired_of("a"), int(e.segments_retiring));
+  // b no longer reads them, and finds a's live files where they are now.
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_TRUE(get(b, kRootIno, "f0") == content(0));
+  EXPECT_TRUE(get(b, kRootIno, "f95") == content(95));
+  EXPECT_EQ(get(b, kRootIno, "f2"), "<missing>") << "evicted on a";
+  // A restart (with room to spare) cuts the grace short: a new one begins.
+  close("a");
+  BlockStore& a2 = node("a", 1024 * kMiB, 3600);
+  EXPECT_EQ(a2.evictor_stats().segments_retiring, e.segments_retiring);
+  a2.evict_pass_now();
+  EXPECT_EQ(retired_of("a"), int(e.segments_retiring)) << "still in their grace";
+  clock_.advance(3601);
+  a2.evict_pass_now();
+  EXPECT_EQ(retired_of("a"), 0);
+  EXPECT_EQ(a2.evictor_stats().segments_retiring, 0u);
+  EXPECT_EQ(a2.evictor_stats().segments_deleted, e.segments_retiring);
+  EXPECT_TRUE(get(a2, kRootIno, "f0") == content(0));
+  put(a2, kRootIno, "new", "after");  // no retired id is given again
+  ASSERT_TRUE(b.poll_peers().ok());
+  EXPECT_EQ(get(b, kRootIno, "new"), "after");
+  EXPECT_TRUE(get(b, kRootIno, "f0") == content(0));
 }
 
 TEST_F(PeerFilesTest, ANodeGoneForGoodIsRetiredIntoAnother) {
