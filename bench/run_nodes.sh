@@ -108,35 +108,39 @@ unmount_stale
 : >"$RAW"
 common=(--client "$CLIENT" --users "$USERS" --rounds "$ROUNDS" --time "$VTIME"
   --chunk-bytes "$CHUNK" --concurrency "$CONC")
-for L in $LENGTHS; do
-  opts=(--context-tokens "$L" "${common[@]}")
+# one_node LABEL [MRQA ARGS...] and two_nodes LABEL [MRQA ARGS...]: one
+# replay on fresh kvfs nodes (opts: this L's workload).
+one_node() {
+  local label=$1
+  shift
   fresh
   mount_node a "$KMNT" "$INDEX"
-  log "L=$L one-node"
-  "$BENCH" mrqa "$KMNT" "${opts[@]}" --label one-node --backing-dir "$BACKING" | tag one-node >>"$RAW"
+  log "L=$L $label"
+  "$BENCH" mrqa "$KMNT" "${opts[@]}" "$@" --label "$label" --backing-dir "$BACKING" |
+    tag "$label" >>"$RAW"
+}
+two_nodes() {
+  local label=$1
+  shift
   fresh
   mount_node a "$KMNT" "$INDEX"
   mount_node b "$MNT_B" "$INDEX_B"
-  log "L=$L two-nodes"
-  "$BENCH" mrqa "$KMNT" "${opts[@]}" --peer-dir "$MNT_B" --label two-nodes \
-    --backing-dir "$BACKING" | tag two-nodes >>"$RAW"
+  log "L=$L $label"
+  "$BENCH" mrqa "$KMNT" "${opts[@]}" "$@" --peer-dir "$MNT_B" --label "$label" \
+    --backing-dir "$BACKING" | tag "$label" >>"$RAW"
+}
+for L in $LENGTHS; do
+  opts=(--context-tokens "$L" "${common[@]}")
+  one_node one-node
+  two_nodes two-nodes
   fresh
   log "L=$L shared-plain"
   mkdir -p "$SHARED/plain"
   "$BENCH" mrqa "$SHARED/plain" "${opts[@]}" --peer-dir "$SHARED/plain" --label shared-plain \
     --backing-dir "$SHARED/plain" | tag shared-plain >>"$RAW"
   [[ $GAP != 0 ]] || continue
-  fresh
-  mount_node a "$KMNT" "$INDEX"
-  log "L=$L one-node, rounds $GAP s apart"
-  "$BENCH" mrqa "$KMNT" "${opts[@]}" --user-gap "$GAP" --label one-node-paced \
-    --backing-dir "$BACKING" | tag one-node-paced >>"$RAW"
-  fresh
-  mount_node a "$KMNT" "$INDEX"
-  mount_node b "$MNT_B" "$INDEX_B"
-  log "L=$L two-nodes, rounds $GAP s apart"
-  "$BENCH" mrqa "$KMNT" "${opts[@]}" --user-gap "$GAP" --peer-dir "$MNT_B" \
-    --label two-nodes-paced --backing-dir "$BACKING" | tag two-nodes-paced >>"$RAW"
+  one_node one-node-paced --user-gap "$GAP"
+  two_nodes two-nodes-paced --user-gap "$GAP"
 done
 fresh
 mount_node a "$KMNT" "$INDEX"

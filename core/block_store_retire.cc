@@ -27,25 +27,9 @@
 #include "core/segment_store.h"
 
 namespace kvfs {
-namespace {
-
-std::vector<std::string> split(std::string_view p) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= p.size()) {
-    size_t k = p.find('/', i);
-    if (k == std::string_view::npos) k = p.size();
-    if (k > i) out.emplace_back(p.substr(i, k - i));
-    i = k + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
 Status BlockStore::copy_retired_file(const std::string& who, const PeerNodeFile& f,
                                      RetireResult* res) {
-  std::vector<std::string> parts = split(f.path);
+  const std::vector<std::string_view> parts = split_path(f.path);
   if (parts.empty()) return Status::Invalid("empty path");
   // Every lookup takes a kernel reference (the FUSE contract): give each back.
   std::vector<uint64_t> refs;
@@ -61,10 +45,10 @@ Status BlockStore::copy_retired_file(const std::string& who, const PeerNodeFile&
     auto d = lookup(parent, parts[i]);  // a peer's directory is made here
     if (!d.ok()) return d.status();
     refs.push_back(d->ino);
-    if (!S_ISDIR(d->mode)) return Status::NotDir(parts[i]);
+    if (!S_ISDIR(d->mode)) return Status::NotDir(std::string(parts[i]));
     parent = d->ino;
   }
-  const std::string& name = parts.back();
+  const std::string name(parts.back());
   auto a = lookup(parent, name);
   if (!a.ok()) return a.status();
   refs.push_back(a->ino);

@@ -17,7 +17,6 @@
 #include "core/segment_store.h"
 
 namespace kvfs {
-namespace {
 
 std::vector<std::string_view> split_path(std::string_view p) {
   std::vector<std::string_view> out;
@@ -30,6 +29,8 @@ std::vector<std::string_view> split_path(std::string_view p) {
   }
   return out;
 }
+
+namespace {
 
 // A peer's root is inode 1, as every node's: paths resolve from it.
 constexpr uint64_t kRootInoPeer = 1;

@@ -63,6 +63,10 @@ struct PeerFile {
   InodeSnapshot snap;  // its newest snapshot; extents name foreign segment ids
 };
 
+// The names of a peer path ("a/b/c"), empty components skipped; views
+// into p.
+std::vector<std::string_view> split_path(std::string_view p);
+
 // A regular file of one peer, for a retirement of that node (BlockStore).
 struct PeerNodeFile {
   std::string path;
