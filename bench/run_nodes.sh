@@ -12,9 +12,9 @@
 # instance time to see the stores), for the hit ratio; then the visibility
 # latency (kvfs-bench visibility): from close on node a to a read of the
 # same bytes on node b, polled as vLLM does.
-# Writes bench/results/nodes.{jsonl,md} (nodes-PRESET.* with EMU) and prints
-# the table. Every run starts empty; everything mounted here is unmounted on
-# exit.
+# Writes bench/results/nodes.{jsonl,md,dat,png} (nodes-PRESET.* with EMU;
+# the chart with gnuplot) and prints the table. Every run starts empty;
+# everything mounted here is unmounted on exit.
 #
 #   sudo bench/run_nodes.sh [BUILD_DIR]
 #
@@ -192,6 +192,46 @@ o += ["", "Visibility, close on one instance to a bit-exact read on the other:",
       "| setup | files | visible | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|---|"]
 for r in vis:
     o.append(f"| {r['setup']} | {r['files']} | {r['visible']} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['max_ms']:.0f} |")
+o += ["", f"![two instances vs one, throughput and hit ratio against L]({md.rsplit('/', 1)[-1][:-3]}.png)"]
 open(md, "w").write("\n".join(o) + "\n")
 print("\n".join(o))
+# The chart's data: per L, GB/s then hit ratio of each setup ("?" if absent).
+setups = ["one-node", "two-nodes", "shared-plain", "one-node-paced", "two-nodes-paced"]
+with open(md[:-3] + ".dat", "w") as dat:
+    dat.write("# L " + " ".join(f"gbps:{s}" for s in setups) + " " +
+              " ".join(f"hit:{s}" for s in setups) + "\n")
+    for L in sorted({r["context_tokens"] for r in mr}):
+        by = {r["setup"]: r for r in mr if r["context_tokens"] == L}
+        dat.write(f"{L} " + " ".join(f"{by[s]['gbps']:.3f}" if s in by else "?" for s in setups) +
+                  " " + " ".join(f"{by[s]['hit_ratio']:.4f}" if s in by else "?" for s in setups) + "\n")
 EOF
+
+if command -v gnuplot >/dev/null; then
+  gnuplot <<EOF
+set terminal pngcairo size 1100,500 font "DejaVu Sans,11" noenhanced
+set output "$OUT/$TAG.png"
+set multiplot layout 1,2 title "Two instances behind a round-robin balancer, one shared dir ($ON; $CLIENT, chunk $CHUNK B)"
+set xlabel "user context L (tokens)"
+set key bottom left font ",9"
+set grid
+set datafile missing "?"
+set title "throughput (replay compressed)"
+set ylabel "GB/s"
+set yrange [0:*]
+plot "$OUT/$TAG.dat" using 1:2 with linespoints lw 2 title "one node", \\
+     "" using 1:3 with linespoints lw 2 title "two nodes", \\
+     "" using 1:4 with linespoints lw 2 title "two clients, shared plain dir"
+set title "hit ratio"
+set ylabel "hits / lookups of needed chunks"
+set yrange [*:1]
+plot "$OUT/$TAG.dat" using 1:7 with linespoints lw 2 title "one node", \\
+     "" using 1:8 with linespoints lw 2 title "two nodes", \\
+     "" using 1:9 with linespoints lw 2 title "shared plain dir", \\
+     "" using 1:10 with linespoints lw 2 dt 2 title "one node, rounds ${GAP} s apart", \\
+     "" using 1:11 with linespoints lw 2 dt 2 title "two nodes, rounds ${GAP} s apart"
+unset multiplot
+EOF
+  log "chart: $OUT/$TAG.png"
+else
+  log "gnuplot not found (apt-get install -y gnuplot-nox): no chart"
+fi

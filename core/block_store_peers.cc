@@ -42,6 +42,10 @@ Status BlockStore::open_peers() {
   if (!done.empty() && !cfg_.read_only)
     if (Status s = index_->commit(done, false); !s.ok())
       spdlog::warn("index: dropping settled unlinks of peers' files: {}", s.ToString());
+  PeerLog* peers = peers_.get();
+  evictor_->set_unlink_settled([peers](const RecordEntry& e) {
+    return peers->settled(e.snap.name, e.snap.ino, e.snap.mtime_ns);
+  });
   peers_->start(cfg_.peer_poll_s);
   return Status::OK();
 }

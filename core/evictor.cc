@@ -48,6 +48,11 @@ void Evictor::set_listener(Listener fn) {
   on_evict_ = std::move(fn);
 }
 
+void Evictor::set_unlink_settled(UnlinkSettled fn) {
+  std::lock_guard l(listener_mu_);
+  unlink_settled_ = std::move(fn);
+}
+
 void Evictor::notify(uint64_t parent, const std::string& name, uint64_t ino) {
   Listener fn;
   {

@@ -48,6 +48,7 @@
 namespace kvfs {
 
 class BackingIo;
+struct RecordEntry;
 class FileData;
 class Flusher;
 class Index;
@@ -115,6 +116,13 @@ class Evictor {
   // May be set or cleared while passes run (the mount sets it once its FUSE
   // session exists, and clears it before the session goes).
   void set_listener(Listener fn);
+  // Whether the owner of a peer's file that this node unlinked (record.h
+  // kPeerUnlink) has removed or rewritten that version: then reclamation
+  // may drop the entry; until then it is carried forward, or an owner down
+  // meanwhile would never learn of the unlink. Set once the peers' logs are
+  // read; unset, every such entry is carried.
+  using UnlinkSettled = std::function<bool(const RecordEntry&)>;
+  void set_unlink_settled(UnlinkSettled fn);
   // Calls the listener, if any, with no lock held (also for a file the store
   // dropped for another reason).
   void notify(uint64_t parent, const std::string& name, uint64_t ino);
@@ -161,7 +169,8 @@ class Evictor {
   const Parts p_;
   std::atomic<int64_t> grace_ns_{0};
   std::mutex listener_mu_;
-  Listener on_evict_;  // guarded by listener_mu_
+  Listener on_evict_;             // guarded by listener_mu_
+  UnlinkSettled unlink_settled_;  // guarded by listener_mu_
 
   std::mutex pass_mu_;  // one pass at a time
   std::thread thread_;

@@ -120,16 +120,20 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   // Tombstones whose inode may still have an older record in another
   // segment are carried forward (below), or a rebuild would bring it back.
   const uint64_t oldest_elsewhere = p_.segs->min_seq_except(seg);
-  std::vector<RecordEntry> carry;
-  std::unordered_set<uint64_t> carried;  // seqs in carry
+  std::vector<RecordEntry> carry, unlinks;
+  std::unordered_set<uint64_t> carried;  // seqs in carry and unlinks
   uint64_t scanned = 0;
   Status ss = p_.segs->scan(
       seg,
       [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
         for (auto& e : es) {
-          // An unlink of a peer's file served once its owner read it; after
-          // a reclaim the unlinking node's index still hides the file here.
-          if (e.kind == EntryKind::kPeerUnlink) continue;
+          // An unlink of a peer's file: kept while its owner has not acted
+          // on it (decided below, outside the scan: the peers' log has its
+          // own lock).
+          if (e.kind == EntryKind::kPeerUnlink) {
+            if (carried.insert(e.snap.seq).second) unlinks.push_back(std::move(e));
+            continue;
+          }
           if (e.kind == EntryKind::kTombstone) {
             // The same tombstone may sit here more than once (logged again
             // after a crash, carried in before): one copy is enough.
@@ -161,6 +165,15 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
                    held);
     blocked = true;
   }
+  if (!unlinks.empty()) {
+    UnlinkSettled settled;
+    {
+      std::lock_guard l(listener_mu_);
+      settled = unlink_settled_;
+    }
+    for (auto& e : unlinks)
+      if (!settled || !settled(e)) carry.push_back(std::move(e));
+  }
   // 3. Wait until the flushers have written all of it elsewhere.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (auto& w : waits) {
@@ -175,8 +188,8 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     if (Status c = p_.flusher->log_meta(std::move(carry), std::chrono::seconds(10)); !c.ok()) {
       if (uint64_t held = 0; g_kept_log.allow(&held))
         spdlog::warn(
-            "segment {} kept: {} tombstones could not be carried forward: {} ({} similar "
-            "not shown)",
+            "segment {} kept: {} tombstones or unlinks could not be carried forward: {} "
+            "({} similar not shown)",
             seg, n, c.ToString(), held);
       blocked = true;
     }

@@ -221,9 +221,14 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
       uint64_t seed;
       size_t size;
       if (!parse_name(n, &seed, &size)) continue;  // a tmp name: checked below anyway
-      present.insert(n);
       std::string got;
-      ASSERT_TRUE(read_file(e.path(), &got)) << n << ": " << std::strerror(errno);
+      if (!read_file(e.path(), &got)) {
+        // Right after the remount the evictor may take a file between the
+        // listing and the open when the cap is tight: a miss, never wrong.
+        ASSERT_TRUE(errno == ENOENT && tight) << n << ": " << std::strerror(errno);
+        continue;
+      }
+      present.insert(n);
       ASSERT_EQ(got.size(), size) << n << " came back partial";
       ASSERT_TRUE(got == random_bytes(size, seed)) << n << " came back with other bytes";
       ++verified_files;
@@ -236,7 +241,10 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
       size_t size;
       ASSERT_TRUE(parse_name(n.substr(0, n.size() - 4), &seed, &size)) << n;
       std::string got;
-      ASSERT_TRUE(read_file(e.path(), &got)) << n << ": " << std::strerror(errno);
+      if (!read_file(e.path(), &got)) {
+        ASSERT_TRUE(errno == ENOENT && tight) << n << ": " << std::strerror(errno);
+        continue;  // evicted since the listing, as above
+      }
       const std::string want = random_bytes(size, seed);
       if (short_tmp.count(n)) {
         ASSERT_TRUE(got.size() <= size && got == want.substr(0, got.size()))

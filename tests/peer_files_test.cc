@@ -410,6 +410,52 @@ TEST_F(PeerFilesTest, AnUnlinkHoldsAcrossARestartUntilTheOwnerReturns) {
   EXPECT_EQ(get(node("b"), kRootIno, "f"), "<missing>");
 }
 
+// The unlink of a peer's file outlives the reclaim of the segment that logged
+// it, while its owner is down: reclamation carries the entry forward until
+// the owner's log shows the file gone.
+TEST_F(PeerFilesTest, AnUnlinkOutlivesTheReclaimOfItsSegmentUntilTheOwnerActs) {
+  const std::string d = pattern(kMiB + 5, 13);
+  put(node("a"), kRootIno, "f", d);
+  close("a");
+  BlockStore& b = node("b", 256 * kMiB, /*segment_grace=*/0);
+  ASSERT_EQ(get(b, kRootIno, "f"), d);
+  ASSERT_TRUE(b.unlink(kRootIno, "f").ok());
+  auto segs_of_b = [&] {
+    std::set<std::string> out;
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing"))) {
+      auto p = layout::parse_segment_name(e.path().filename().string());
+      if (p && p->node == "b") out.insert(e.path().filename().string());
+    }
+    return out;
+  };
+  // Files that fill b's first segment (the one with the unlink) and go.
+  std::vector<uint64_t> gs;
+  for (int i = 0; i < 6; ++i)
+    gs.push_back(put(b, kRootIno, "g" + std::to_string(i), pattern(4 * kMiB, 20 + i)));
+  const std::set<std::string> first = segs_of_b();
+  ASSERT_GE(first.size(), 2u) << "the files roll b onto a new segment";
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(b.unlink(kRootIno, "g" + std::to_string(i)).ok());
+    b.forget(gs[i], 1);  // create's lookup: the kernel lets go of it
+  }
+  ASSERT_TRUE(b.flush_all().ok());
+  // A cap under what the segments take: the pass reclaims the empty ones.
+  ASSERT_TRUE(b.set_capacity(16 * kMiB).ok());
+  b.evict_pass_now();
+  const std::set<std::string> after = segs_of_b();
+  ASSERT_FALSE(after.count(*first.begin())) << "b's first segment was reclaimed";
+  // A node that never saw b's first segment learns of the unlink, and so
+  // does the owner when it comes back.
+  EXPECT_TRUE(get(node("c"), kRootIno, "f") == "<missing>");
+  EXPECT_TRUE(get(node("a"), kRootIno, "f") == "<missing>") << "the owner applied it at its mount";
+  ASSERT_TRUE(node("a").flush_all().ok());
+  // Now the owner's log says so: the next reclaim of the entry drops it.
+  ASSERT_TRUE(b.poll_peers().ok());
+  close("c");
+  fs::remove_all(root_ + "/index.c");
+  EXPECT_TRUE(get(node("c"), kRootIno, "f") == "<missing>");
+}
+
 // The owner's reclaimed segments leave the peers' listings at once (renamed)
 // and are deleted only segment_grace later, across a restart too, unless the
 // cap needs their room first; meanwhile a peer reads the owner's live files
