@@ -333,11 +333,13 @@ Status BlockStore::fsync(uint64_t ino) {
   if (!in->dirty() || !in->linked.load()) return Status::OK();
   const uint64_t target = in->version;
   in->flush_error = Status::OK();
+  // A flush in flight now (its number is flush_attempts) may fail for a
+  // fault that has cleared since: only a later attempt's failure counts.
+  const uint64_t started = in->flush_attempts;
   ++in->fsync_waiters;
   flusher_->enqueue_locked(in, true);
-  auto done = [&] {
-    return in->durable_version >= target || !in->linked.load() || !in->flush_error.ok();
-  };
+  auto failed = [&] { return !in->flush_error.ok() && in->flush_error_attempt > started; };
+  auto done = [&] { return in->durable_version >= target || !in->linked.load() || failed(); };
   // Bounded: a flusher stuck on a stalled backing dir makes this an EIO
   // after io_timeout (the data stays dirty and is flushed once it answers).
   const auto since = std::chrono::steady_clock::now();

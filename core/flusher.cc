@@ -122,6 +122,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
     c->snap.seq = p_.seqs->take();
   }
   in->in_flush = true;
+  ++in->flush_attempts;
   return true;
 }
 
@@ -469,6 +470,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
     std::lock_guard g(c.in->mu);
     c.in->in_flush = false;
     c.in->flush_error = st;
+    c.in->flush_error_attempt = c.in->flush_attempts;
     c.in->requeue = false;
     if (c.in->linked.load() || c.in->dirty_charge > 0) again.push_back(c.in);
   }

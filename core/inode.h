@@ -124,6 +124,10 @@ class Inode {
   bool reclaiming = false;  // dirty only because the evictor copies it forward
   bool tracked = false;     // in the flusher's set of files written while open
   Status flush_error;       // last flush failure, reported to fsync
+  // Flushes that captured this file, and the one flush_error came from: an
+  // fsync reports only the failure of an attempt that began after it (one
+  // in flight when a fault clears may still fail, and must not fail it).
+  uint64_t flush_attempts = 0, flush_error_attempt = 0;
 
   bool is_dir() const { return S_ISDIR(mode); }
   bool is_reg() const { return S_ISREG(mode); }
