@@ -122,6 +122,16 @@ class PeerFilesTest : public ::testing::Test {
     return best;
   }
 
+  // The names of node id's live segment files.
+  std::set<std::string> segments_of(const std::string& id) {
+    std::set<std::string> out;
+    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing"))) {
+      auto p = layout::parse_segment_name(e.path().filename().string());
+      if (p && p->node == id) out.insert(e.path().filename().string());
+    }
+    return out;
+  }
+
   // The segment files of node id in their grace before deletion.
   int retired_of(const std::string& id) {
     int n = 0;
@@ -420,19 +430,11 @@ TEST_F(PeerFilesTest, AnUnlinkOutlivesTheReclaimOfItsSegmentUntilTheOwnerActs) {
   BlockStore& b = node("b", 256 * kMiB, /*segment_grace=*/0);
   ASSERT_EQ(get(b, kRootIno, "f"), d);
   ASSERT_TRUE(b.unlink(kRootIno, "f").ok());
-  auto segs_of_b = [&] {
-    std::set<std::string> out;
-    for (auto& e : fs::directory_iterator(layout::segment_dir(root_ + "/backing"))) {
-      auto p = layout::parse_segment_name(e.path().filename().string());
-      if (p && p->node == "b") out.insert(e.path().filename().string());
-    }
-    return out;
-  };
   // Files that fill b's first segment (the one with the unlink) and go.
   std::vector<uint64_t> gs;
   for (int i = 0; i < 6; ++i)
     gs.push_back(put(b, kRootIno, "g" + std::to_string(i), pattern(4 * kMiB, 20 + i)));
-  const std::set<std::string> first = segs_of_b();
+  const std::set<std::string> first = segments_of("b");
   ASSERT_GE(first.size(), 2u) << "the files roll b onto a new segment";
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(b.unlink(kRootIno, "g" + std::to_string(i)).ok());
@@ -442,14 +444,15 @@ TEST_F(PeerFilesTest, AnUnlinkOutlivesTheReclaimOfItsSegmentUntilTheOwnerActs) {
   // A cap under what the segments take: the pass reclaims the empty ones.
   ASSERT_TRUE(b.set_capacity(16 * kMiB).ok());
   b.evict_pass_now();
-  const std::set<std::string> after = segs_of_b();
+  const std::set<std::string> after = segments_of("b");
   ASSERT_FALSE(after.count(*first.begin())) << "b's first segment was reclaimed";
   // A node that never saw b's first segment learns of the unlink, and so
   // does the owner when it comes back.
   EXPECT_TRUE(get(node("c"), kRootIno, "f") == "<missing>");
   EXPECT_TRUE(get(node("a"), kRootIno, "f") == "<missing>") << "the owner applied it at its mount";
   ASSERT_TRUE(node("a").flush_all().ok());
-  // Now the owner's log says so: the next reclaim of the entry drops it.
+  // Now the owner's log says so: a node rebuilt from the segments finds
+  // the file gone there.
   ASSERT_TRUE(b.poll_peers().ok());
   close("c");
   fs::remove_all(root_ + "/index.c");
