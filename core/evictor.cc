@@ -107,8 +107,15 @@ void Evictor::run() {
     // other trigger.
     const SpaceBudget::Demand d = p_.budget->next_pass(std::chrono::seconds(1));
     if (d.stop) return;
+    // Progress is anything evicted, copied or deleted, whatever the flushes
+    // add meanwhile: a waiting flush compares passes by it.
+    auto mark = [&] {
+      return ev_cap_.load() + ev_admin_.load() + ev_tmp_.load() + ev_reclaim_.load() +
+             segs_deleted_.load() + copied_.load();
+    };
+    const uint64_t before = mark();
     pass(d.backing_full);
-    p_.budget->pass_done();
+    p_.budget->pass_done(mark() != before);
   }
 }
 
@@ -298,13 +305,16 @@ void Evictor::pass(bool backing_full) {
     if (segs.segment_bytes() >= now_used) break;  // no progress: all protected
   }
   // A pass that freed nothing and could evict nothing, with the live data
-  // under the target: the excess is dead space in segments too full to be
-  // reclaimed, each holding a few live files the LRU may not take (open, in
-  // their grace period). Compact the sparsest (copy their files forward)
-  // rather than refuse writes while much of the disk is holes. Only then:
-  // while the LRU can evict, its passes free segments by themselves, and
-  // copies cost writes, RAM and flush room.
-  if (lru_evicted == 0 && segs.segment_bytes() >= used && segs.live_bytes() <= target)
+  // small enough that the waiting flushes fit beside it: the excess is dead
+  // space in segments too full to be reclaimed, each holding a few live
+  // files the LRU may not take (open, in their grace period). Compact the
+  // sparsest (copy their files forward) rather than refuse writes while much
+  // of the disk is holes. Only then: while the LRU can evict, its passes
+  // free segments by themselves, and copies cost writes, RAM and flush room.
+  // (The live data need not fit under the target, which the waiting flushes
+  // lower: readers holding a few files open under a small cap would
+  // otherwise see writes refused with most of the cap dead space.)
+  if (lru_evicted == 0 && segs.segment_bytes() >= used && segs.live_bytes() + pending <= cap)
     reclaim(target, now, true);
   // The segments reclaimed in this pass may be retired, on the disk still:
   // make room for the waiting flushes now rather than at the next pass.

@@ -57,7 +57,9 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     }
     uint64_t copied = 0;
     for (uint32_t idx = 0;; ++idx) {
-      if (!p_.ram->reserve_dirty(kBlockSize).ok()) {
+      // Never waits for RAM: the dirty data it would wait for may be
+      // waiting for the room this copy is to make. The segment stays.
+      if (!p_.ram->try_reserve_dirty(kBlockSize)) {
         blocked = true;
         break;
       }
@@ -253,7 +255,8 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
     const bool sparse = s.live == 0 || ratio(s) <= p_.cfg->reclaim_ratio;
     if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
     // Copying needs room under the flush gate (capacity plus one segment,
-    // less the metadata reserve); without it a sparse segment goes whole,
+    // less the metadata reserve) and in RAM for the copies' dirty blocks;
+    // without it a sparse segment goes whole,
     // with the files in it that may be evicted. A fuller one being compacted
     // is always copied, never evicted: sparsity is not recency, and its
     // files may be the newest (a tmp file between its close and its
@@ -264,8 +267,10 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
     // Retired segments in their grace give way to the copy: an evicted
     // file is a miss for everyone, a grace cut short only maybe for a peer.
     if (want > limit) segs_deleted_ += p_.segs->delete_retired(now, want - limit);
+    // The copies take RAM too, which they never wait for (reclaim_segment).
     const bool room =
-        p_.segs->used_bytes() + p_.budget->inflight() + s.live + 2 * kMetaReserve <= limit;
+        p_.segs->used_bytes() + p_.budget->inflight() + s.live + 2 * kMetaReserve <= limit &&
+        p_.ram->dirty_room() >= s.live + kBlockSize;
     const bool copy = room || !sparse;
     // The copies bypass the flush gate: hold their room until they are written.
     if (copy) p_.budget->hold(s.live);

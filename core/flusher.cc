@@ -148,7 +148,12 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
   const bool pressure = pressure_;
   pressure_ = false;
   const bool force = force_all_;
-  const uint64_t limit = p_.cfg->flush_batch_bytes;
+  // A batch waits for room under the cap as a whole: one near the cap's size
+  // could never be granted beside the other flushers' batches and the
+  // segments it is to replace (a small cap, much dirty data at once), and
+  // would be refused while eviction could make room for a smaller one.
+  const uint64_t limit = std::min<uint64_t>(p_.cfg->flush_batch_bytes,
+                                            std::max<uint64_t>(1 << 20, p_.budget->capacity() / 4));
   uint64_t bytes = 0;
   std::vector<InodeRef> ungated(ungated_.begin(), ungated_.end());
   ungated_.clear();
@@ -219,6 +224,7 @@ void Flusher::run(Worker* w) {
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
+        seal_if_full(w);
       } else {
         // A failed segment is never appended to again. One refused room is
         // sealed too: the evictor never reclaims an open segment, so a full
@@ -246,6 +252,7 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   // step on top). Meanwhile this thread still writes what the evictor waits
   // for: with every flusher parked here, nothing else would.
   const uint64_t grant = bytes + kBlockSize + p_.segs->prealloc_step();
+  seal_if_full(w);  // before the wait: the evictor may need it closed
   if (gate) KVFS_RETURN_IF_ERROR(p_.budget->wait_for_room(grant, [&] { serve_ungated(w); }));
   struct Release {
     SpaceBudget* b;
@@ -254,7 +261,6 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
       if (b) b->release(n);
     }
   } release{gate ? p_.budget : nullptr, grant};
-  if (w->writer && w->writer->size() >= p_.cfg->segment_size) w->writer.reset();
   if (!w->writer) {
     auto nw = p_.segs->new_writer();
     if (!nw.ok()) return nw.status();
@@ -307,6 +313,13 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   return Status::OK();
 }
 
+void Flusher::seal_if_full(Worker* w) {
+  // Closed as soon as it is full, not at the next batch: the evictor never
+  // reclaims an open segment, and an idle flusher's (or one waiting for
+  // room) may be all dead space by then, under a small cap most of it.
+  if (w->writer && w->writer->size() >= p_.cfg->segment_size) w->writer.reset();
+}
+
 void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<RecordEntry>& meta,
                          bool sync) {
   if (part.empty() && meta.empty()) return;
@@ -314,6 +327,7 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
   Status st = write_batch(w, part, meta, /*gate=*/false, &pos);
   if (st.ok()) {
     finish_batch(part, meta, pos, sync);
+    seal_if_full(w);
     return;
   }
   w->writer.reset();  // a failed segment is never appended to again

@@ -127,6 +127,8 @@ class Flusher {
   // Writes pending journal entries and the ungated queue; called by a flusher
   // while its data waits for room.
   void serve_ungated(Worker* w);
+  // Closes the worker's segment once it has reached segment_size.
+  void seal_if_full(Worker* w);
   // Writes one part of a batch (not gated), then commits or fails it.
   void write_part(Worker* w, std::vector<Captured>& part, std::vector<RecordEntry>& meta,
                   bool sync);

@@ -160,6 +160,14 @@ void RamTier::evict_locked(uint64_t extra) {
   BufferPool::trim(cap > used ? cap - used : 0);
 }
 
+bool RamTier::try_reserve_dirty(uint64_t bytes) {
+  std::lock_guard l(budget_mu_);
+  evict_locked(bytes);
+  if (clean_bytes_ + dirty_bytes_ + bytes > capacity_.load() && dirty_bytes_ != 0) return false;
+  dirty_bytes_ += bytes;
+  return true;
+}
+
 Status RamTier::reserve_dirty(uint64_t bytes) {
   std::unique_lock l(budget_mu_);
   bool counted = false;

@@ -96,6 +96,15 @@ class RamTier {
   // writer waits: then the writer gets that error instead of hanging; and
   // with TimedOut once the give-up rule (set_give_up) says so.
   Status reserve_dirty(uint64_t bytes);
+  // The same without waiting: false when the bytes do not fit now. For the
+  // evictor's copies forward: the dirty data it would wait for may itself
+  // be waiting for the room the copy is to make.
+  bool try_reserve_dirty(uint64_t bytes);
+  // Room for dirty data, clean data counted as free (it is dropped first).
+  uint64_t dirty_room() const {
+    const uint64_t cap = capacity_.load(), d = dirty_bytes_.load(std::memory_order_relaxed);
+    return cap > d ? cap - d : 0;
+  }
   void release_dirty(uint64_t bytes);
   // Charges dirty bytes without waiting, for the rare change made while an
   // inode lock is held (truncating into the middle of a block).

@@ -68,10 +68,9 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
   std::unique_lock l(mu_);
   bool granted = false;
   const auto deadline = std::chrono::steady_clock::now() + limits_.give_up;
-  uint64_t last_used = usage_->used_bytes();
-  uint64_t last_live = usage_->live_bytes();
   while (!stop_ && std::chrono::steady_clock::now() < deadline) {
     const uint64_t start = passes_;
+    const uint64_t progress = progress_passes_;
     asked_ = true;
     pass_cv_.notify_one();
     // start + 2: at least one pass that began after this request ended.
@@ -87,13 +86,11 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
       l.lock();
     }
     if (granted || passes_ < start + 2) break;  // room, or the evictor is stuck
-    // Progress is space freed, or files evicted: their segments empty out
-    // over the next passes.
-    const uint64_t used = usage_->used_bytes();
-    const uint64_t live = usage_->live_bytes();
-    if (used >= last_used && live >= last_live) break;  // a whole pass freed nothing
-    last_used = std::min(used, last_used);
-    last_live = std::min(live, last_live);
+    // Progress is what the passes evicted, copied or deleted, as they report
+    // it: evicted files' segments empty out over the next passes. (Not the
+    // bytes used: another flusher's writes meanwhile would hide what a pass
+    // freed, and refuse room eviction was making.)
+    if (progress_passes_ == progress) break;  // whole passes freed nothing
   }
   l.unlock();
   wanted_ -= bytes;
@@ -122,10 +119,11 @@ SpaceBudget::Demand SpaceBudget::next_pass(std::chrono::milliseconds period) {
   return d;
 }
 
-void SpaceBudget::pass_done() {
+void SpaceBudget::pass_done(bool progress) {
   {
     std::lock_guard l(mu_);
     ++passes_;
+    if (progress) ++progress_passes_;
   }
   room_cv_.notify_all();
 }

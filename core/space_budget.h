@@ -91,8 +91,9 @@ class SpaceBudget {
   };
   // Waits until a pass is asked for, or `period` passes (housekeeping).
   Demand next_pass(std::chrono::milliseconds period);
-  // Counts a finished pass and wakes the flushes waiting for one.
-  void pass_done();
+  // Counts a finished pass (and whether it evicted, copied or deleted
+  // anything) and wakes the flushes waiting for one.
+  void pass_done(bool progress);
   // A pass freed space: writers refused for lack of it may go again.
   void room_made() { no_space_ = false; }
   // Room granted to flushes in progress plus room waiting flushes ask for:
@@ -121,6 +122,7 @@ class SpaceBudget {
   bool asked_ = false;               // guarded by mu_: a pass is asked for
   bool full_ = false;                // guarded by mu_: backing fs said ENOSPC
   uint64_t passes_ = 0;              // guarded by mu_
+  uint64_t progress_passes_ = 0;     // guarded by mu_: passes that freed something
 };
 
 }  // namespace kvfs

@@ -63,8 +63,9 @@ TEST(SpaceBudgetTest, AWaitingFlushAsksForAPassAndGetsTheRoomItFrees) {
       // One that sees the ask evicts enough for it.
       const uint64_t pending = b.pending();
       seen_pending = std::max<uint64_t>(seen_pending.load(), pending);
-      if (pending >= 3 * kMiB && u.used >= 4 * kMiB) u.used -= 4 * kMiB;
-      b.pass_done();
+      const bool frees = pending >= 3 * kMiB && u.used >= 4 * kMiB;
+      if (frees) u.used -= 4 * kMiB;
+      b.pass_done(frees);
     }
   });
   Status st = b.wait_for_room(3 * kMiB, [] {});
@@ -89,8 +90,8 @@ TEST(SpaceBudgetTest, AWaitingFlushServesWhatThePassWaitsFor) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!served && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
     if (served) u.used = 2 * kMiB;
-    b.pass_done();
-    b.pass_done();  // counts as the second pass that began after the ask
+    b.pass_done(served);
+    b.pass_done(false);  // counts as the second pass that began after the ask
   });
   Status st = b.wait_for_room(1 * kMiB, [&] { served = true; });
   evictor.join();
@@ -109,7 +110,7 @@ TEST(SpaceBudgetTest, GivesUpOnceAWholePassFreesNothing) {
       // The real evictor also runs every period (housekeeping).
       if (b.next_pass(std::chrono::milliseconds(10)).stop) return;
       ++passes;  // everything is protected: nothing freed
-      b.pass_done();
+      b.pass_done(false);
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
@@ -118,6 +119,30 @@ TEST(SpaceBudgetTest, GivesUpOnceAWholePassFreesNothing) {
   // Long before give_up (20 s): the passes ran and freed nothing.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
   EXPECT_GE(passes.load(), 2);
+  b.stop();
+  evictor.join();
+}
+
+TEST(SpaceBudgetTest, AFlushWaitsWhilePassesEvictThoughOtherFlushesFillWhatTheyFree) {
+  // Each pass evicts files, but another flusher's writes take as much as it
+  // frees, so the bytes used do not drop for a while: the waiting flush goes
+  // by what the passes report, and gets its room once one frees enough.
+  Usage u;
+  u.used = 10 * kMiB;
+  u.live = 10 * kMiB;
+  SpaceBudget b(limits(10 * kMiB), &u);
+  std::atomic<int> passes{0};
+  std::thread evictor([&] {
+    for (;;) {
+      if (b.next_pass(std::chrono::milliseconds(10)).stop) return;
+      // The first eight passes free 1 MiB each that another flush refills.
+      if (++passes > 8 && u.used >= 10 * kMiB) u.used -= 4 * kMiB;
+      b.pass_done(true);
+    }
+  });
+  Status st = b.wait_for_room(3 * kMiB, [] {});
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(passes.load(), 8);
   b.stop();
   evictor.join();
 }
