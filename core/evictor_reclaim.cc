@@ -256,8 +256,8 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
     if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
     // Copying needs room under the flush gate (capacity plus one segment,
     // less the metadata reserve) and in RAM for the copies' dirty blocks;
-    // without it a sparse segment goes whole,
-    // with the files in it that may be evicted. A fuller one being compacted
+    // without it a sparse segment goes whole, with the files in it that may
+    // be evicted. A fuller one being compacted
     // is always copied, never evicted: sparsity is not recency, and its
     // files may be the newest (a tmp file between its close and its
     // rename). The copy may pass the gate by up to half a segment until
