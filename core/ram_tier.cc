@@ -160,12 +160,17 @@ void RamTier::evict_locked(uint64_t extra) {
   BufferPool::trim(cap > used ? cap - used : 0);
 }
 
-bool RamTier::try_reserve_dirty(uint64_t bytes) {
-  std::lock_guard l(budget_mu_);
+bool RamTier::admit_dirty_locked(uint64_t bytes) {
   evict_locked(bytes);
+  // With nothing dirty, waiting cannot help: admit (one block over at most).
   if (clean_bytes_ + dirty_bytes_ + bytes > capacity_.load() && dirty_bytes_ != 0) return false;
   dirty_bytes_ += bytes;
   return true;
+}
+
+bool RamTier::try_reserve_dirty(uint64_t bytes) {
+  std::lock_guard l(budget_mu_);
+  return admit_dirty_locked(bytes);
 }
 
 Status RamTier::reserve_dirty(uint64_t bytes) {
@@ -173,13 +178,7 @@ Status RamTier::reserve_dirty(uint64_t bytes) {
   bool counted = false;
   const auto since = std::chrono::steady_clock::now();
   for (;;) {
-    evict_locked(bytes);
-    const uint64_t cap = capacity_.load();
-    // With nothing dirty, waiting cannot help: admit (one block over at most).
-    if (clean_bytes_ + dirty_bytes_ + bytes <= cap || dirty_bytes_ == 0) {
-      dirty_bytes_ += bytes;
-      return Status::OK();
-    }
+    if (admit_dirty_locked(bytes)) return Status::OK();
     if (!flush_error_.ok()) return flush_error_;
     if (give_up_ && give_up_(since))
       return Status::TimedOut("no room for dirty data: the flushers wait on a stalled backing dir");

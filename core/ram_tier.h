@@ -140,6 +140,8 @@ class RamTier {
   // Evicts clean entries until usage + extra <= capacity or nothing is left.
   // Requires budget_mu_.
   void evict_locked(uint64_t extra);
+  // Drops clean data for `bytes` more and charges them if they fit (budget_mu_ held).
+  bool admit_dirty_locked(uint64_t bytes);
 
   std::atomic<uint64_t> capacity_;
   std::vector<std::unique_ptr<Shard>> shards_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 namespace kvfs {
@@ -29,6 +30,14 @@ SpaceBudget::Limits limits(uint64_t cap) {
   l.give_up = std::chrono::seconds(20);
   l.round = std::chrono::milliseconds(300);
   return l;
+}
+
+// An evictor thread that also runs every 10 ms, as the real one does
+// (housekeeping); `pass` says whether the pass freed anything.
+std::thread periodic_passes(SpaceBudget& b, std::function<bool()> pass) {
+  return std::thread([&b, pass = std::move(pass)] {
+    while (!b.next_pass(std::chrono::milliseconds(10)).stop) b.pass_done(pass());
+  });
 }
 
 TEST(SpaceBudgetTest, GrantsUnderTheCapAndHoldsAGrantUntilReleased) {
@@ -105,13 +114,9 @@ TEST(SpaceBudgetTest, GivesUpOnceAWholePassFreesNothing) {
   u.live = 10 * kMiB;
   SpaceBudget b(limits(10 * kMiB), &u);
   std::atomic<int> passes{0};
-  std::thread evictor([&] {
-    for (;;) {
-      // The real evictor also runs every period (housekeeping).
-      if (b.next_pass(std::chrono::milliseconds(10)).stop) return;
-      ++passes;  // everything is protected: nothing freed
-      b.pass_done(false);
-    }
+  std::thread evictor = periodic_passes(b, [&] {
+    ++passes;  // everything is protected: nothing freed
+    return false;
   });
   const auto t0 = std::chrono::steady_clock::now();
   Status st = b.wait_for_room(1 * kMiB, [] {});
@@ -132,13 +137,10 @@ TEST(SpaceBudgetTest, AFlushWaitsWhilePassesEvictThoughOtherFlushesFillWhatTheyF
   u.live = 10 * kMiB;
   SpaceBudget b(limits(10 * kMiB), &u);
   std::atomic<int> passes{0};
-  std::thread evictor([&] {
-    for (;;) {
-      if (b.next_pass(std::chrono::milliseconds(10)).stop) return;
-      // The first eight passes free 1 MiB each that another flush refills.
-      if (++passes > 8 && u.used >= 10 * kMiB) u.used -= 4 * kMiB;
-      b.pass_done(true);
-    }
+  std::thread evictor = periodic_passes(b, [&] {
+    // The first eight passes free 1 MiB each that another flush refills.
+    if (++passes > 8 && u.used >= 10 * kMiB) u.used -= 4 * kMiB;
+    return true;
   });
   Status st = b.wait_for_room(3 * kMiB, [] {});
   EXPECT_TRUE(st.ok()) << st.ToString();
