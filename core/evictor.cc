@@ -301,7 +301,7 @@ void Evictor::pass(bool backing_full) {
     const uint64_t now_used = segs.segment_bytes();
     if (now_used <= target) break;
     lru_evicted += evict_lru(now_used - target, now);
-    reclaim(target, now, false);
+    reclaim(target, now, false, backing_full);
     if (segs.segment_bytes() >= now_used) break;  // no progress: all protected
   }
   // A pass that freed nothing and could evict nothing, with the live data
@@ -314,8 +314,9 @@ void Evictor::pass(bool backing_full) {
   // (The live data need not fit under the target, which the waiting flushes
   // lower: readers holding a few files open under a small cap would
   // otherwise see writes refused with most of the cap dead space.)
-  if (lru_evicted == 0 && segs.segment_bytes() >= used && segs.live_bytes() + pending <= cap)
-    reclaim(target, now, true);
+  if (lru_evicted == 0 && segs.segment_bytes() >= used && segs.live_bytes() + pending <= cap &&
+      !backing_full)
+    reclaim(target, now, true, false);
   // The segments reclaimed in this pass may be retired, on the disk still:
   // make room for the waiting flushes now rather than at the next pass.
   if (const uint64_t d = segs.used_bytes(); d + pending > p_.budget->capacity())

@@ -11,7 +11,9 @@
 // while the live data fits (dead space in fuller segments, next to files the
 // LRU may not take), the sparsest segments up to 50 % live are compacted:
 // their files copied forward, never evicted (the copy may pass the cap by up
-// to half a segment until the old segment is deleted). Segments are deleted
+// to half a segment until the old segment is deleted). When the backing
+// filesystem itself is full (its ENOSPC before the cap) nothing is copied or
+// compacted: sparse segments go with their files. Segments are deleted
 // only once nothing points into them and every snapshot they held for a live
 // inode was written again elsewhere (so an index rebuild still finds every
 // file).
@@ -149,7 +151,7 @@ class Evictor {
     uint64_t bytes;
   };
   void run();
-  void pass(bool force_reclaim);
+  void pass(bool backing_full);
   uint64_t housekeeping(int64_t now);
   std::vector<Cand> candidates(const std::function<bool(Inode&)>& want);
   bool evictable_locked(Inode& in, bool force, int64_t now) const;
@@ -162,9 +164,13 @@ class Evictor {
   uint64_t evict_lru(uint64_t need, int64_t now);  // files evicted
   // Copies forward (or evicts with their files) segments under reclaim_ratio,
   // sparsest first, until the segments fit under target_used; compact goes
-  // on with fuller ones, up to kCompactMaxLive, copying only.
-  void reclaim(uint64_t target_used, int64_t now, bool compact);
-  bool reclaim_segment(uint64_t seg, bool copy, int64_t now);
+  // on with fuller ones, up to kCompactMaxLive, copying only. With the
+  // backing filesystem full (disk_full) nothing is copied, there being no
+  // room to copy into: sparse segments go with their files. The pass stops
+  // at the first segment whose copies or snapshots could not be written.
+  void reclaim(uint64_t target_used, int64_t now, bool compact, bool disk_full);
+  enum class Reclaimed { kDeleted, kKept, kWritesFailed };
+  Reclaimed reclaim_segment(uint64_t seg, bool copy, int64_t now);
 
   const Parts p_;
   std::atomic<int64_t> grace_ns_{0};

@@ -31,10 +31,11 @@ LogLimiter g_kept_log;
 
 }  // namespace
 
-bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
+Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   struct Wait {
     InodeRef in;
     uint64_t version;
+    uint64_t attempts;  // the inode's flush attempts when this was queued
   };
   std::vector<Wait> waits;
   bool blocked = false;
@@ -108,7 +109,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     }
     if (copied) {
       std::lock_guard g(in->mu);
-      waits.push_back({in, in->version});
+      waits.push_back({in, in->version, in->flush_attempts});
       p_.flusher->enqueue_ungated_locked(in);
       copied_ += copied;
     }
@@ -151,7 +152,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
           std::lock_guard g(in->mu);
           if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
           ++in->version;
-          waits.push_back({in, in->version});
+          waits.push_back({in, in->version, in->flush_attempts});
           p_.flusher->enqueue_ungated_locked(in);
         }
       },
@@ -176,15 +177,27 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
     for (auto& e : unlinks)
       if (!settled || !settled(e)) carry.push_back(std::move(e));
   }
-  // 3. Wait until the flushers have written all of it elsewhere.
+  // 3. Wait until the flushers have written all of it elsewhere. A write
+  // that failed ends the wait (it is retried later): the disk is full or
+  // failing, and the pass had better evict than wait on it. So does client
+  // data in the file (what the flushers write next of it): it waits for
+  // room under the cap, which this pass is making; the segment stays.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool failed = false;
   for (auto& w : waits) {
     std::unique_lock l(w.in->mu);
+    auto write_failed = [&] {
+      return !w.in->flush_error.ok() && w.in->flush_error_attempt > w.attempts;
+    };
+    auto behind_gate = [&] { return w.in->dirty_charge > 0 && !w.in->reclaiming; };
     while (w.in->durable_version < w.version && w.in->linked.load() && w.in->active_writers == 0 &&
+           !behind_gate() && !(failed |= write_failed()) && !p_.budget->stopping() &&
            std::chrono::steady_clock::now() < deadline)
-      p_.flusher->wait_durable_for(l, std::chrono::seconds(1));
+      p_.flusher->wait_durable_for(l, std::chrono::milliseconds(100));
     if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;
+    if (failed) break;
   }
+  if (failed) return Reclaimed::kWritesFailed;
   if (!blocked && !carry.empty()) {
     const size_t n = carry.size();
     if (Status c = p_.flusher->log_meta(std::move(carry), std::chrono::seconds(10)); !c.ok()) {
@@ -201,7 +214,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   // next mount's catch-up).
   for (auto& i : p_.segs->list())
     if (i.id == seg && (i.live != 0 || i.open || i.applied < i.valid)) blocked = true;
-  if (blocked) return false;
+  if (blocked) return Reclaimed::kKept;
   std::string path;
   {
     // Readers that chose an extent in it hold this shared until their read
@@ -228,7 +241,7 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   }
   if (Status s = p_.segs->unlink_segment(path); !s.ok()) {
     spdlog::error("cannot delete segment {}: {}", seg, s.ToString());
-    return false;
+    return Reclaimed::kKept;
   }
   if (!path.empty()) segs_deleted_.fetch_add(1);
   // The index forgets the segment too; if this is lost in a crash, the next
@@ -237,10 +250,10 @@ bool Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   drop.segment_drops.push_back(seg);
   if (Status s = p_.index->commit(drop, false); !s.ok())
     spdlog::warn("segment {} deleted, its index entry stays: {}", seg, s.ToString());
-  return true;
+  return Reclaimed::kDeleted;
 }
 
-void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
+void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact, bool disk_full) {
   auto list = p_.segs->list();
   std::vector<SegmentInfo> v;
   for (auto& s : list)
@@ -249,11 +262,11 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
   std::sort(v.begin(), v.end(), [&](auto& a, auto& b) { return ratio(a) < ratio(b); });
   for (auto& s : v) {
     // Reclaiming reads and deletes segment files: not while they hang.
-    if (p_.io->stalled()) break;
+    if (p_.io->stalled() || p_.budget->stopping()) break;
     if (p_.segs->segment_bytes() <= target_used) break;
     const uint64_t used = p_.segs->used_bytes();  // the retired ones take room too
     const bool sparse = s.live == 0 || ratio(s) <= p_.cfg->reclaim_ratio;
-    if (!sparse && (!compact || ratio(s) > kCompactMaxLive)) break;
+    if (!sparse && (!compact || disk_full || ratio(s) > kCompactMaxLive)) break;
     // Copying needs room under the flush gate (capacity plus one segment,
     // less the metadata reserve) and in RAM for the copies' dirty blocks;
     // without it a sparse segment goes whole, with the files in it that may
@@ -269,13 +282,15 @@ void Evictor::reclaim(uint64_t target_used, int64_t now, bool compact) {
     if (want > limit) segs_deleted_ += p_.segs->delete_retired(now, want - limit);
     // The copies take RAM too, which they never wait for (reclaim_segment).
     const bool room =
+        !disk_full &&
         p_.segs->used_bytes() + p_.budget->inflight() + s.live + 2 * kMetaReserve <= limit &&
         p_.ram->dirty_room() >= s.live + kBlockSize;
     const bool copy = room || !sparse;
     // The copies bypass the flush gate: hold their room until they are written.
     if (copy) p_.budget->hold(s.live);
-    reclaim_segment(s.id, copy, now);
+    const Reclaimed r = reclaim_segment(s.id, copy, now);
     if (copy) p_.budget->release(s.live);
+    if (r == Reclaimed::kWritesFailed) break;  // the next would fail too
   }
 }
 

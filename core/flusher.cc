@@ -216,11 +216,17 @@ void Flusher::run(Worker* w) {
       if (part->empty() && m.empty()) continue;
       LogPos pos;
       Status st = write_batch(w, *part, m, /*gate=*/part == &data, &pos);
-      if (st.code() == Status::Code::kNoSpace) {
-        // The backing filesystem filled up before the cap: evict below what
-        // is used, then try once more in a fresh segment.
-        w->writer.reset();
-        if (p_.budget->backing_full_wait().ok()) st = write_batch(w, *part, m, part == &data, &pos);
+      // The backing filesystem filled up before the cap: evict below what
+      // is used, then try again in a fresh segment, as long as the passes
+      // free something (the other flushers may take what they free). Only
+      // client data waits for the passes: a pass itself waits for the
+      // metadata and copies it asked for, which fail at once instead (and
+      // are retried).
+      for (int tries = 0; st.code() == Status::Code::kNoSpace && part == &data && tries < 8;
+           ++tries) {
+        drop_failed_writer(w, pos);
+        if (!p_.budget->backing_full_wait([&] { serve_ungated(w); }).ok()) break;
+        st = write_batch(w, *part, m, true, &pos);
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
@@ -230,7 +236,7 @@ void Flusher::run(Worker* w) {
         // sealed too: the evictor never reclaims an open segment, so a full
         // one (all dead by now, say) held open by a writer waiting for room
         // would keep that room from it for good.
-        w->writer.reset();
+        drop_failed_writer(w, pos);
         fail_batch(*part, m, st);
       }
     }
@@ -330,8 +336,13 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
     seal_if_full(w);
     return;
   }
-  w->writer.reset();  // a failed segment is never appended to again
+  drop_failed_writer(w, pos);  // a failed segment is never appended to again
   fail_batch(part, meta, st);
+}
+
+void Flusher::drop_failed_writer(Worker* w, const LogPos& pos) {
+  if (w->writer && w->writer->id() == pos.seg) w->writer->discard_from(pos.start);
+  w->writer.reset();
 }
 
 void Flusher::serve_ungated(Worker* w) {
@@ -471,7 +482,11 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   if (abandoned_.load()) return;  // the process is exiting under this thread
   const bool full = st.code() == Status::Code::kNoSpace;
   (full || st.code() == Status::Code::kAtCapacity ? enospc_ : io_errors_).fetch_add(1);
-  if (full || st.code() == Status::Code::kAtCapacity) p_.budget->refused();
+  // Writers are refused only once client data found no room: metadata and
+  // copies forward fail at once on a full disk, before any pass could help.
+  const bool client_data = std::any_of(
+      batch.begin(), batch.end(), [](const Captured& c) { return !c.reclaim && !c.dirty.empty(); });
+  if ((full || st.code() == Status::Code::kAtCapacity) && client_data) p_.budget->refused();
   // The backing filesystem itself is full before the cap: evict below what
   // is used now.
   if (full) p_.budget->backing_full();
@@ -498,6 +513,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
     }
     retry_at_ = std::chrono::steady_clock::now() + kRetryDelay;
   }
+  if (!meta.empty()) meta_cv_.notify_all();  // log_meta's wait ends
   p_.ram->set_flush_error(st);
   durable_cv_.notify_all();
 }

@@ -82,8 +82,9 @@ class Flusher {
   // Journal entries to append to the next segment record. Thread-safe.
   void add_meta(std::vector<RecordEntry> entries);
   // The same, waiting up to `timeout` until they are in a synced segment and
-  // that append is committed: Busy if not by then (the evictor carrying
-  // tombstones forward before it deletes their segment).
+  // that append is committed: Busy if not by then, or once an append of
+  // metadata fails meanwhile (the evictor carrying tombstones forward
+  // before it deletes their segment).
   Status log_meta(std::vector<RecordEntry> entries, std::chrono::milliseconds timeout);
   // Retries failed flushes now instead of after the back-off.
   void retry_now();
@@ -127,6 +128,9 @@ class Flusher {
   // Writes pending journal entries and the ungated queue; called by a flusher
   // while its data waits for room.
   void serve_ungated(Worker* w);
+  // Closes the worker's segment after a failed write_batch, cutting off
+  // what that batch appended (pos: where it began).
+  void drop_failed_writer(Worker* w, const LogPos& pos);
   // Closes the worker's segment once it has reached segment_size.
   void seal_if_full(Worker* w);
   // Writes one part of a batch (not gated), then commits or fails it.
@@ -152,7 +156,7 @@ class Flusher {
   Status meta_error_;                     // guarded by q_mu_: the last one's cause
   std::unordered_set<uint64_t> tracked_;  // guarded by q_mu_: seqs log_meta waits for
   std::unordered_set<uint64_t> logged_;   // guarded by q_mu_: of those, committed
-  std::condition_variable meta_cv_;       // guarded by q_mu_: logged_ grew
+  std::condition_variable meta_cv_;       // guarded by q_mu_: logged_ grew, or meta_failures_
   bool stopping_ = false;                 // guarded by q_mu_
   bool pressure_ = false;                 // guarded by q_mu_
   bool force_all_ = false;                // guarded by q_mu_

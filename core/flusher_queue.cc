@@ -73,8 +73,12 @@ Status Flusher::log_meta(std::vector<RecordEntry> entries, std::chrono::millisec
   for (uint64_t s : seqs) tracked_.insert(s);
   for (auto& e : entries) meta_.push_back(std::move(e));
   q_cv_.notify_one();
+  // A failed metadata write ends the wait (the entries are retried): the
+  // caller, the evictor in a pass, is better off keeping its segment now
+  // than waiting out a full or failing backing dir.
+  const uint64_t failures = meta_failures_;
   const bool done = meta_cv_.wait_for(l, timeout, [&] {
-    if (stopping_) return true;
+    if (stopping_ || meta_failures_ != failures) return true;
     for (uint64_t s : seqs)
       if (!logged_.count(s)) return false;
     return true;

@@ -243,6 +243,11 @@ class SegmentWriter {
   Status append(RecordType type, std::vector<RecordEntry>& entries,
                 const std::vector<Block>& blocks, const FillFn& fill);
   Status sync();
+  // A batch failed after appending from `end` on: the file is cut back to
+  // `end` when the writer is destroyed (and deleted if that leaves nothing),
+  // so that no record of it is left for a later catch-up to apply, nor dead
+  // room that no pass can reclaim (its records were never applied).
+  void discard_from(uint64_t end) { keep_ = std::min(keep_, end); }
 
  private:
   friend class SegmentStore;
@@ -255,8 +260,9 @@ class SegmentWriter {
   uint64_t id_;
   int fd_;
   uint64_t off_ = 0;
-  SegmentLogState state_;   // of the records appended (end, records, seqs)
-  uint64_t allocated_ = 0;  // fallocate()d size
+  uint64_t keep_ = UINT64_MAX;  // discard_from
+  SegmentLogState state_;       // of the records appended (end, records, seqs)
+  uint64_t allocated_ = 0;      // fallocate()d size
   bool no_fallocate_ = false;
   std::unique_ptr<io_uring> ring_;
   unsigned inflight_ = 0;

@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/log.h"
 #include "core/segment_store.h"
 
 namespace kvfs {
@@ -24,13 +26,27 @@ SegmentWriter::~SegmentWriter() {
   if (ring_) io_uring_queue_exit(ring_.get());
   // Give back the preallocated tail; a crash leaves zeros there, which a
   // scan reads as the end of the segment.
-  const bool trimmed = ::ftruncate(fd_, static_cast<off_t>(off_)) == 0;
+  const uint64_t end = std::min(off_, keep_);
+  const bool trimmed = ::ftruncate(fd_, static_cast<off_t>(end)) == 0;
   ::close(fd_);
-  std::unique_lock l(store_->mu_);
-  if (auto it = store_->segs_.find(id_); it != store_->segs_.end()) {
-    it->second.open = false;
-    if (trimmed) it->second.bytes = off_;
+  std::string path;
+  {
+    std::unique_lock l(store_->mu_);
+    if (auto it = store_->segs_.find(id_); it != store_->segs_.end()) {
+      it->second.open = false;
+      if (trimmed) {
+        it->second.bytes = end;
+        it->second.valid = std::min(it->second.valid, end);
+      }
+      // Nothing was ever committed in it: no one can point into it.
+      if (trimmed && end == 0) {
+        path = it->second.path;
+        store_->segs_.erase(it);
+      }
+    }
   }
+  if (!path.empty() && ::unlink(path.c_str()) != 0)
+    spdlog::warn("cannot delete the empty segment {}: {}", path, std::strerror(errno));
 }
 
 Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {

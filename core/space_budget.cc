@@ -32,15 +32,26 @@ void SpaceBudget::backing_full() {
   pass_cv_.notify_one();
 }
 
-Status SpaceBudget::backing_full_wait() {
+Status SpaceBudget::backing_full_wait(const std::function<void()>& serve) {
   const uint64_t before = usage_->used_bytes();
   std::unique_lock l(mu_);
-  const uint64_t start = passes_;
+  const uint64_t start = passes_, progress = progress_passes_;
   full_ = asked_ = true;
   pass_cv_.notify_one();
-  // Two passes: one may already be running with the old target.
-  room_cv_.wait_for(l, std::chrono::seconds(10), [&] { return stop_ || passes_ >= start + 2; });
-  if (usage_->used_bytes() < before) return Status::OK();
+  // Two passes: one may already be running with the old target. Meanwhile
+  // serve: the pass may be waiting for the snapshots it re-logs.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!stop_ && passes_ < start + 2 && std::chrono::steady_clock::now() < deadline) {
+    room_cv_.wait_for(l, std::chrono::milliseconds(100));
+    l.unlock();
+    serve();
+    l.lock();
+  }
+  // Freed: what the passes report (another flusher's writes may have taken
+  // the room already, and its own retry will tell).
+  const bool freed = progress_passes_ != progress || usage_->used_bytes() < before;
+  l.unlock();
+  if (freed) return Status::OK();
   return Status::NoSpace("backing filesystem full and nothing can be evicted");
 }
 
@@ -117,6 +128,11 @@ SpaceBudget::Demand SpaceBudget::next_pass(std::chrono::milliseconds period) {
   d.backing_full = full_;
   full_ = false;
   return d;
+}
+
+bool SpaceBudget::stopping() const {
+  std::lock_guard l(mu_);
+  return stop_;
 }
 
 void SpaceBudget::pass_done(bool progress) {

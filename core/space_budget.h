@@ -73,9 +73,10 @@ class SpaceBudget {
   void flushed();
   // The backing filesystem said ENOSPC before the cap: the next pass evicts
   // below what is used. backing_full_wait also waits for that pass (at most
-  // 10 s): OK if it freed space.
+  // 10 s), calling serve every 100 ms as wait_for_room does: OK if it freed
+  // space (evicted, deleted or copied something).
   void backing_full();
-  Status backing_full_wait();
+  Status backing_full_wait(const std::function<void()>& serve);
   // Asks for a capacity pass (after a flush, an admin eviction, a change).
   void wake();
 
@@ -91,6 +92,8 @@ class SpaceBudget {
   };
   // Waits until a pass is asked for, or `period` passes (housekeeping).
   Demand next_pass(std::chrono::milliseconds period);
+  // stop() was called: a pass in progress ends early.
+  bool stopping() const;
   // Counts a finished pass (and whether it evicted, copied or deleted
   // anything) and wakes the flushes waiting for one.
   void pass_done(bool progress);
@@ -115,7 +118,7 @@ class SpaceBudget {
   std::atomic<bool> no_space_{false};  // the last flush failed for lack of room
   std::atomic<uint64_t> refusals_{0};  // AtCapacity answers
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable pass_cv_;  // guarded by mu_: wakes next_pass
   std::condition_variable room_cv_;  // guarded by mu_: a pass finished
   bool stop_ = false;                // guarded by mu_

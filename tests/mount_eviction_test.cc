@@ -243,6 +243,57 @@ TEST(MountEviction, BackingFilesystemFullMeansEvictThenRetry) {
   EXPECT_EQ(f.exit_code, 0) << f.output;
 }
 
+// Two offloaders storing into a full filesystem at once: the flushers, the
+// evictor's passes and the copies and snapshots the passes wait for must not
+// wait on each other (they did, 10 s at a time, until a store failed with
+// EIO and the daemon outlived its unmount).
+TEST(MountEviction, ConcurrentStoresIntoAFullFilesystem) {
+  KvfsMount m;
+  const std::string small = m.root() + "/small";
+  ASSERT_TRUE(fs::create_directories(small));
+  ASSERT_EQ(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=40m"), 0) << strerror(errno);
+  struct Unmount {
+    std::string p;
+    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } guard{small};
+  m.set_backing(small);
+  ASSERT_TRUE(m.mount_ok("ram_size=32M,capacity=1G,segment_size=4M,evict_grace=0," + kNoCache));
+  const size_t kFile = 2 * kMiB;
+  const int kEach = 30;  // 2 x 60 MiB into 40 MiB
+  std::atomic<int> stored{0}, other_errors{0};
+  std::vector<std::string> last(2);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < kEach; ++i) {
+        std::string name = "c" + std::to_string(w) + "_" + std::to_string(i);
+        int err = 0;
+        if (vllm_store(m.mnt(), name, content_for(name, kFile), &err)) {
+          ++stored;
+          last[w] = name;
+        } else if (err != ENOSPC) {
+          ++other_errors;
+        }
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(other_errors.load(), 0) << "a store failed with another errno than ENOSPC";
+  EXPECT_GT(stored.load(), kEach) << "eviction should have made room for most files";
+  // The other writer's stores may have evicted it (evict_grace=0): a miss,
+  // never other bytes.
+  for (const std::string& name : last) {
+    if (name.empty()) continue;
+    std::string got;
+    if (read_file(m.path(name), &got)) {
+      EXPECT_EQ(got, content_for(name, kFile)) << name;
+    }
+  }
+  m.unmount();  // fails the test if the daemon does not exit
+  RunResult f = run_command({KVFS_ADMIN_BIN, "fsck", small, "--index-dir", m.index_dir()});
+  EXPECT_EQ(f.exit_code, 0) << f.output;
+}
+
 TEST(MountEviction, OrphanTmpFilesAndEmptiedDirsAreCleanedUp) {
   KvfsMount m;
   // tmp_max_age=0: any closed *.tmp is an orphan at the next housekeeping.
