@@ -210,16 +210,23 @@ TEST(MountEviction, ReadersNeverSeeShortOrWrongDataDuringEviction) {
   EXPECT_LE(segment_bytes(m.backing()), 52 * kMiB);
 }
 
+// A 40 MiB tmpfs as the mount's backing dir, unmounted at the end: a
+// filesystem that fills up long before the cap.
+struct SmallFs {
+  std::string path;
+  bool ok = false;
+  explicit SmallFs(KvfsMount& m) : path(m.root() + "/small") {
+    ok =
+        fs::create_directories(path) && ::mount("tmpfs", path.c_str(), "tmpfs", 0, "size=40m") == 0;
+    m.set_backing(path);
+  }
+  ~SmallFs() { ::umount2(path.c_str(), MNT_DETACH); }
+};
+
 TEST(MountEviction, BackingFilesystemFullMeansEvictThenRetry) {
   KvfsMount m;
-  const std::string small = m.root() + "/small";
-  ASSERT_TRUE(fs::create_directories(small));
-  ASSERT_EQ(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=40m"), 0) << strerror(errno);
-  struct Unmount {
-    std::string p;
-    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-  } guard{small};
-  m.set_backing(small);
+  SmallFs small(m);
+  ASSERT_TRUE(small.ok) << strerror(errno);
   // The cap is larger than the filesystem: the filesystem's ENOSPC must be
   // handled like the cap.
   ASSERT_TRUE(m.mount_ok("ram_size=32M,capacity=1G,segment_size=4M,evict_grace=0," + kNoCache));
@@ -239,7 +246,7 @@ TEST(MountEviction, BackingFilesystemFullMeansEvictThenRetry) {
   m.unmount();
   // Flushes refused by the full filesystem were retried in fresh segments:
   // every record they left reads back, as far as the index applied them.
-  RunResult f = run_command({KVFS_ADMIN_BIN, "fsck", small, "--index-dir", m.index_dir()});
+  RunResult f = run_command({KVFS_ADMIN_BIN, "fsck", small.path, "--index-dir", m.index_dir()});
   EXPECT_EQ(f.exit_code, 0) << f.output;
 }
 
@@ -249,14 +256,8 @@ TEST(MountEviction, BackingFilesystemFullMeansEvictThenRetry) {
 // EIO and the daemon outlived its unmount).
 TEST(MountEviction, ConcurrentStoresIntoAFullFilesystem) {
   KvfsMount m;
-  const std::string small = m.root() + "/small";
-  ASSERT_TRUE(fs::create_directories(small));
-  ASSERT_EQ(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=40m"), 0) << strerror(errno);
-  struct Unmount {
-    std::string p;
-    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-  } guard{small};
-  m.set_backing(small);
+  SmallFs small(m);
+  ASSERT_TRUE(small.ok) << strerror(errno);
   ASSERT_TRUE(m.mount_ok("ram_size=32M,capacity=1G,segment_size=4M,evict_grace=0," + kNoCache));
   const size_t kFile = 2 * kMiB;
   const int kEach = 30;  // 2 x 60 MiB into 40 MiB
@@ -290,7 +291,7 @@ TEST(MountEviction, ConcurrentStoresIntoAFullFilesystem) {
     }
   }
   m.unmount();  // fails the test if the daemon does not exit
-  RunResult f = run_command({KVFS_ADMIN_BIN, "fsck", small, "--index-dir", m.index_dir()});
+  RunResult f = run_command({KVFS_ADMIN_BIN, "fsck", small.path, "--index-dir", m.index_dir()});
   EXPECT_EQ(f.exit_code, 0) << f.output;
 }
 
