@@ -40,19 +40,27 @@ Status SpaceBudget::backing_full_wait(const std::function<void()>& serve) {
   pass_cv_.notify_one();
   // Two passes: one may already be running with the old target. Meanwhile
   // serve: the pass may be waiting for the snapshots it re-logs.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!stop_ && passes_ < start + 2 && std::chrono::steady_clock::now() < deadline) {
-    room_cv_.wait_for(l, std::chrono::milliseconds(100));
-    l.unlock();
-    serve();
-    l.lock();
-  }
+  wait_serving(
+      l, std::chrono::steady_clock::now() + std::chrono::seconds(10),
+      [&] { return stop_ || passes_ >= start + 2; }, serve);
   // Freed: what the passes report (another flusher's writes may have taken
   // the room already, and its own retry will tell).
   const bool freed = progress_passes_ != progress || usage_->used_bytes() < before;
   l.unlock();
   if (freed) return Status::OK();
   return Status::NoSpace("backing filesystem full and nothing can be evicted");
+}
+
+void SpaceBudget::wait_serving(std::unique_lock<std::mutex>& l,
+                               std::chrono::steady_clock::time_point until,
+                               const std::function<bool()>& done,
+                               const std::function<void()>& serve) {
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    room_cv_.wait_for(l, std::chrono::milliseconds(100));
+    l.unlock();
+    serve();
+    l.lock();
+  }
 }
 
 void SpaceBudget::flushed() {
@@ -90,12 +98,7 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
       granted = granted || try_grant(bytes);
       return granted || stop_ || passes_ >= start + 2;
     };
-    while (!done() && std::chrono::steady_clock::now() < round_end) {
-      room_cv_.wait_for(l, std::chrono::milliseconds(100));
-      l.unlock();
-      serve();
-      l.lock();
-    }
+    wait_serving(l, round_end, done, serve);
     if (granted || passes_ < start + 2) break;  // room, or the evictor is stuck
     // Progress is what the passes evicted, copied or deleted, as they report
     // it: evicted files' segments empty out over the next passes. (Not the

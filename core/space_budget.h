@@ -108,6 +108,10 @@ class SpaceBudget {
   void stop();
 
  private:
+  // Waits on room_cv_ (l holds mu_) until done() or `until`, calling serve
+  // every 100 ms with mu_ released.
+  void wait_serving(std::unique_lock<std::mutex>& l, std::chrono::steady_clock::time_point until,
+                    const std::function<bool()>& done, const std::function<void()>& serve);
   bool try_grant(uint64_t bytes);
 
   const Limits limits_;
