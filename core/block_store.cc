@@ -174,23 +174,28 @@ static void fix_nlink(const InodeRef& in, Attr* a) {
 }
 
 Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
-  auto r = ns_->lookup(parent, name);
-  if (!r.ok() && r.status().code() == Status::Code::kNotFound && peers_)
-    r = import_peer(parent, name);
-  if (!r.ok()) {
-    if (r.status().code() == Status::Code::kNotFound)
-      negative_lookups_.fetch_add(1, std::memory_order_relaxed);
-    return r.status();
-  }
-  InodeRef& in = *r;
+  InodeRef in;
   Attr a;
-  {
+  for (int tries = 0;; ++tries) {
+    auto r = ns_->lookup(parent, name);
+    if (!r.ok() && r.status().code() == Status::Code::kNotFound && peers_)
+      r = import_peer(parent, name);
+    if (!r.ok()) {
+      if (r.status().code() == Status::Code::kNotFound)
+        negative_lookups_.fetch_add(1, std::memory_order_relaxed);
+      return r.status();
+    }
+    in = std::move(*r);
     std::shared_lock ns(ns_->mu());
     std::lock_guard g(in->mu);
+    // A peer's file released (or dropped) between the two looks: the
+    // kernel must not get an inode number that is gone; import it again.
+    if (in->peer && !in->linked.load() && tries < 3) continue;
     a = attr_locked(*in);
     fix_nlink(in, &a);
     in->nlookup.fetch_add(1);
     in->touch(clock_->now_ns());
+    break;
   }
   if (S_ISREG(a.mode)) {
     file_lookups_.fetch_add(1, std::memory_order_relaxed);
@@ -357,6 +362,10 @@ Result<std::string> BlockStore::readlink(uint64_t ino) {
 Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->remove(parent, name, false);
+  // A peer's file not imported here now (the kernel looks a name up before
+  // it unlinks it, other callers may not): imported, then unlinked.
+  if (!r.ok() && r.status().code() == Status::Code::kNotFound && import_peer(parent, name).ok())
+    r = ns_->remove(parent, name, false);
   if (!r.ok()) return r.status();
   int64_t mtime;
   {
@@ -378,6 +387,8 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
                           std::string_view new_name, unsigned flags) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->rename(parent, name, new_parent, new_name, flags);
+  if (!r.ok() && r.status().code() == Status::Code::kNotFound && import_peer(parent, name).ok())
+    r = ns_->rename(parent, name, new_parent, new_name, flags);  // a peer's: refused
   if (!r.ok()) return r.status();
   if (InodeRef replaced = *r) {
     std::lock_guard g(replaced->mu);

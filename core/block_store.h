@@ -56,7 +56,7 @@
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
 //      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
 //      Prefetcher::mu_, PeerLog::mu_, Evictor::listener_mu_ (the listener
-//      itself runs with no lock held).
+//      itself runs with no lock held), listed_mu_.
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -68,6 +68,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -154,6 +155,9 @@ struct StoreStats {
   // Files imported from peers' logs, imports dropped for a peer's newer
   // version or removal, directories made here after a peer's.
   uint64_t peer_imports = 0, peer_drops = 0, peer_dirs = 0;
+  // Imports released once nothing here referenced them (found again by
+  // the next lookup): what is imported stays bounded.
+  uint64_t peer_releases = 0;
   // Peers' files unlinked here; this node's files removed for a peer's unlink.
   uint64_t peer_unlinks = 0, peer_unlinks_applied = 0;
   PeerStats peers;
@@ -316,6 +320,9 @@ class BlockStore {
   Result<InodeRef> import_peer(uint64_t parent, std::string_view name);
   void import_peer_children(uint64_t dir);
   void peers_changed(const std::vector<std::string>& paths);
+  // A peer renamed or removed the directory at these paths: every import
+  // below the local directory there is checked again.
+  void peer_dirs_moved(const std::vector<std::string>& paths);
   // This node's files that a peer unlinked (PeerLog::News::unlinks): each
   // goes unless it was written again since that peer's look at it.
   void apply_peer_unlinks(const std::vector<std::pair<uint64_t, int64_t>>& unlinks);
@@ -363,6 +370,11 @@ class BlockStore {
   std::atomic<uint64_t> peer_lookups_{0}, peer_read_bytes_{0};
   std::atomic<uint64_t> peer_imports_{0}, peer_drops_{0}, peer_dirs_{0};
   std::atomic<uint64_t> peer_unlinks_{0}, peer_unlinks_applied_{0};
+  // Peers' files imported by a listing (readdir), oldest first: the kernel
+  // never references those, so they are released (Namespace::release_import)
+  // a while later unless looked up meanwhile. listed_mu_ is a leaf.
+  std::mutex listed_mu_;
+  std::deque<std::pair<int64_t, InodeRef>> listed_;  // guarded by listed_mu_
 };
 
 }  // namespace kvfs

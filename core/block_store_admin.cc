@@ -64,6 +64,7 @@ StoreStats BlockStore::stats() {
   st.peer_read_bytes = peer_read_bytes_.load();
   st.peer_imports = peer_imports_.load();
   st.peer_drops = peer_drops_.load();
+  st.peer_releases = ns_->released_imports();
   st.peer_unlinks = peer_unlinks_.load();
   st.peer_unlinks_applied = peer_unlinks_applied_.load();
   st.peer_dirs = peer_dirs_.load();

@@ -29,6 +29,7 @@ Status BlockStore::open_peers() {
   peers_->set_listener([this](const PeerLog::News& n) {
     apply_peer_unlinks(n.unlinks);
     peers_changed(n.paths);
+    peer_dirs_moved(n.moved_dirs);
   });
   // What the peers had at mount is there before the mount is ready.
   if (Status s = peers_->poll(); !s.ok())
@@ -131,8 +132,28 @@ void BlockStore::import_peer_children(uint64_t dir) {
   if (!path.ok()) return;
   std::string p = *path;
   if (!p.empty() && p.back() == '/') p.pop_back();
-  for (auto& [name, mode] : peers_->children(p))
-    if (!ns_->lookup(dir, name).ok()) (void)import_peer(dir, name);
+  // The listings' imports of a minute ago that nobody looked up since go
+  // first (a listing that takes longer misses them on its later pages);
+  // this listing imports what it shows again.
+  constexpr int64_t kListedKeepNs = 60'000'000'000;
+  const int64_t now = clock_->now_ns();
+  std::vector<InodeRef> old;
+  {
+    std::lock_guard l(listed_mu_);
+    while (!listed_.empty() && listed_.front().first < now - kListedKeepNs) {
+      old.push_back(std::move(listed_.front().second));
+      listed_.pop_front();
+    }
+  }
+  for (const InodeRef& in : old) (void)ns_->release_import(in);
+  std::vector<InodeRef> listed;
+  for (auto& [name, mode] : peers_->children(p)) {
+    if (ns_->lookup(dir, name).ok()) continue;
+    auto in = import_peer(dir, name);
+    if (in.ok() && (*in)->peer) listed.push_back(std::move(*in));
+  }
+  std::lock_guard l(listed_mu_);
+  for (InodeRef& in : listed) listed_.emplace_back(now, std::move(in));
 }
 
 bool BlockStore::drop_and_forget(const InodeRef& in) {
@@ -164,6 +185,26 @@ void BlockStore::peers_changed(const std::vector<std::string>& paths) {
       if (!in->evicted && refresh_locked(*in, *now)) continue;
     }
     if (drop_and_forget(in)) peer_drops_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void BlockStore::peer_dirs_moved(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    auto d = ns_->resolve(p);
+    if (!d.ok() || !(*d)->is_dir()) continue;
+    std::vector<std::string> under;
+    for (const InodeRef& in : ns_->imports_under((*d)->ino)) {
+      uint64_t parent;
+      std::string name;
+      {
+        std::shared_lock l(ns_->mu());
+        if (!in->linked.load()) continue;
+        parent = in->parent;
+        name = in->name;
+      }
+      if (auto r = ns_->rel_path(parent, name); r.ok()) under.push_back(std::move(*r));
+    }
+    peers_changed(under);
   }
 }
 

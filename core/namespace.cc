@@ -389,7 +389,46 @@ InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
     table_.erase(it);
     return in;
   }
+  if (in->peer && in->linked && in->nlookup.load() == 0) release_import_locked(in);
   return nullptr;
+}
+
+bool Namespace::release_import_locked(const InodeRef& in) {
+  {
+    std::lock_guard g(in->mu);
+    if (in->open_count != 0) return false;
+    in->evicted = true;  // no kernel reference is left to open it by number
+  }
+  auto d = dir_locked(in->parent);
+  if (!d.ok()) return false;
+  unlink_locked(*d, in);
+  in->linked = false;
+  table_.erase(in->ino);
+  released_imports_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Namespace::release_import(const InodeRef& in) {
+  std::unique_lock c(commit_mu_);
+  std::unique_lock l(mu_);
+  if (!in->peer || !in->linked || in->nlookup.load() != 0) return false;
+  return release_import_locked(in);
+}
+
+std::vector<InodeRef> Namespace::imports_under(uint64_t dir) const {
+  std::shared_lock l(mu_);
+  std::vector<InodeRef> out;
+  std::vector<uint64_t> todo{dir};
+  while (!todo.empty()) {
+    auto it = table_.find(todo.back());
+    todo.pop_back();
+    if (it == table_.end() || !it->second->dir) continue;
+    for (const auto& [name, child] : it->second->dir->by_name) {
+      if (child->peer) out.push_back(child);
+      if (child->dir) todo.push_back(child->ino);
+    }
+  }
+  return out;
 }
 
 void Namespace::reap_if_unused(const InodeRef& in) {

@@ -145,10 +145,22 @@ class Namespace {
   Status readdir(uint64_t ino, uint64_t cookie, const DirFn& fn) const;
 
   // Drops n kernel references; removes the inode from the table when it is
-  // unlinked, unreferenced and not open. Returns it if it was removed.
+  // unlinked, unreferenced and not open (a peer's file also when linked:
+  // release_import). Returns it if it was removed while unlinked.
   InodeRef forget(uint64_t ino, uint64_t n);
   // After the last close: removes an unlinked inode nobody references.
   void reap_if_unused(const InodeRef& in);
+  // Unlinks and forgets a peer's file (Inode::peer) that the kernel holds
+  // no reference to and nobody has open: a lookup imports it again, and its
+  // blocks stay cached by extent, so imports do not pile up in memory for
+  // good. forget() does this when the kernel's last reference goes; this is
+  // for imports the kernel never referenced (listed by readdir). False if
+  // it is referenced or already gone.
+  bool release_import(const InodeRef& in);
+  // The peers' files imported anywhere below directory dir (a peer renamed
+  // or removed a directory: each must be checked again).
+  std::vector<InodeRef> imports_under(uint64_t dir) const;
+  uint64_t released_imports() const { return released_imports_.load(); }
 
   // True if in lies somewhere below directory dir.
   bool is_under(const Inode& in, uint64_t dir) const;
@@ -184,6 +196,7 @@ class Namespace {
   void add_entry_locked(Inode* dir, Inode* child);
   void remove_entry_locked(Inode* dir, Inode* child);
   bool unused_locked(Inode& in);
+  bool release_import_locked(const InodeRef& in);
   void drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans);
 
   Journal* const journal_;
@@ -192,6 +205,7 @@ class Namespace {
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, InodeRef> table_;  // written under commit_mu_ and mu_
   std::atomic<uint64_t> next_ino_{kRootIno + 1};
+  std::atomic<uint64_t> released_imports_{0};
 };
 
 }  // namespace kvfs

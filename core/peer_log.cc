@@ -157,8 +157,14 @@ Status PeerLog::poll() {
   };
   // 1. The listing: every peer segment there is now.
   auto names = std::make_shared<std::vector<std::string>>();
-  KVFS_RETURN_IF_ERROR(
-      io("listing of " + dir_, [dir = dir_, names] { return list_segments(dir, names.get()); }));
+  if (Status s =
+          io("listing of " + dir_, [dir = dir_, names] { return list_segments(dir, names.get()); });
+      !s.ok()) {
+    std::lock_guard l(mu_);
+    ++passes_;
+    ++errors_;  // the lag of every peer grows meanwhile (last_full_ns stays)
+    return s;
+  }
   for (auto& [k, s] : seg_table_) s.listed = false;
   for (const std::string& name : *names) {
     auto n = layout::parse_segment_name(name);
@@ -267,7 +273,7 @@ Status PeerLog::poll() {
     if (!first.ok()) ++errors_;
     listener = listener_;
   }
-  if (listener && (!changed.empty() || !news.unlinks.empty())) {
+  if (listener && (!changed.empty() || !news.unlinks.empty() || !news.moved_dirs.empty())) {
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     listener(news);
@@ -302,6 +308,9 @@ void PeerLog::apply_locked(View& v, RecordEntry& e, News* news) {
   if (it != v.inodes.end()) {  // the old name goes (rename, replace, tombstone)
     const InodeSnapshot& old = it->second;
     if (servable(old.mode)) changed->push_back(path_locked(v, ino));
+    if (S_ISDIR(old.mode) &&
+        (e.kind == EntryKind::kTombstone || old.parent != e.snap.parent || old.name != e.snap.name))
+      news->moved_dirs.push_back(path_locked(v, ino));
     auto n = v.names.find({old.parent, old.name});
     if (n != v.names.end() && n->second == ino) v.names.erase(n);
   }

@@ -99,9 +99,12 @@ class PeerLog {
   // whose peer version may have changed: new, replaced, removed or hidden.
   // unlinks: files of this node that a peer unlinked (record.h
   // kPeerUnlink), as (inode, mtime of the version unlinked).
+  // moved_dirs: the old paths of directories a peer renamed or removed
+  // (what was found below them may have moved too).
   struct News {
     std::vector<std::string> paths;
     std::vector<std::pair<uint64_t, int64_t>> unlinks;
+    std::vector<std::string> moved_dirs;
   };
   using ChangeFn = std::function<void(const News& news)>;
   // Set before start(); called on the pass's thread.

@@ -65,12 +65,19 @@ json peers_json(const StoreStats& s) {
                      {"behind_bytes", n.behind_bytes},
                      {"lag_seconds", n.lag_s},
                      {"max_seq", n.max_seq}});
-  return {{"file_hits", s.peer_lookups},      {"read_bytes", s.peer_read_bytes},
-          {"imported_files", s.peer_imports}, {"dropped_imports", s.peer_drops},
-          {"unlinks_sent", s.peer_unlinks},   {"unlinks_applied", s.peer_unlinks_applied},
-          {"dirs_made", s.peer_dirs},         {"passes", s.peers.passes},
-          {"records", s.peers.records},       {"entries", s.peers.entries},
-          {"pass_errors", s.peers.errors},    {"nodes", nodes}};
+  return {{"file_hits", s.peer_lookups},
+          {"read_bytes", s.peer_read_bytes},
+          {"imported_files", s.peer_imports},
+          {"dropped_imports", s.peer_drops},
+          {"released_imports", s.peer_releases},
+          {"unlinks_sent", s.peer_unlinks},
+          {"unlinks_applied", s.peer_unlinks_applied},
+          {"dirs_made", s.peer_dirs},
+          {"passes", s.peers.passes},
+          {"records", s.peers.records},
+          {"entries", s.peers.entries},
+          {"pass_errors", s.peers.errors},
+          {"nodes", nodes}};
 }
 
 json stats_json(BlockStore& st, OpLatencies& lat) {

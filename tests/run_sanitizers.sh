@@ -9,7 +9,9 @@
 #   tsan:           build-tsan, -fsanitize=thread, the concurrency tests
 #                   (the unit tests of the parts that run threads or are
 #                   shared by them, mount_races_test, mount_stall_test,
-#                   mount_prefetch_test and mount_nodes_test;
+#                   mount_prefetch_test and the nodes' mount tests:
+#                   mount_nodes_test, mount_peers_test and
+#                   mount_peers_faults_test;
 #                   the rest of the mount tests run one client at a time
 #                   and would add most of an hour under TSan).
 #
@@ -43,8 +45,8 @@ case "$mode" in
     sanitize="thread"
     targets=(kvfs block_store_test evictor_test recovery_test backing_io_test space_budget_test
       flusher_test namespace_test file_data_test prefetcher_test mount_races_test mount_stall_test
-      mount_prefetch_test mount_nodes_test segment_store_test peer_files_test mount_peers_test)
-    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentStoreTest|PeerFilesTest)\.|^mount_(races|stall|prefetch|nodes|peers)_test$")
+      mount_prefetch_test mount_nodes_test segment_store_test peer_files_test peer_imports_test mount_peers_test mount_peers_faults_test)
+    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentStoreTest|PeerFilesTest)\.|^mount_(races|stall|prefetch|nodes|peers|peers_faults)_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2
