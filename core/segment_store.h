@@ -16,7 +16,10 @@
 // never held across a backing call (an NFS stall would stop every reader).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -253,6 +256,8 @@ class SegmentWriter {
   friend class SegmentStore;
   SegmentWriter(SegmentStore* store, uint64_t id, int fd);
   Status submit(const char* data, size_t len, uint64_t off);
+  // Queues the run of contiguous writes gathered so far as one writev.
+  Status queue_run();
   Status preallocate(uint64_t end);
   Status reap(bool all);
 
@@ -266,6 +271,13 @@ class SegmentWriter {
   bool no_fallocate_ = false;
   std::unique_ptr<io_uring> ring_;
   unsigned inflight_ = 0;
+  // Contiguous writes gathered into one writev (io_uring only): a backing
+  // dir a round trip away (NFS) gets a few large requests, which its client
+  // splits into RPCs in flight together, instead of a queue of 1 MiB writes
+  // that io_uring may issue one after another to one file.
+  std::vector<iovec> run_;
+  uint64_t run_off_ = 0, run_len_ = 0;
+  std::deque<std::vector<iovec>> queued_iovs_;  // of queued runs, kept until reaped
   Status failed_;
   std::vector<BufRef> headers_;      // kept alive until sync
   std::vector<ConstBufRef> pinned_;  // block buffers in flight

@@ -49,6 +49,13 @@ SegmentWriter::~SegmentWriter() {
     spdlog::warn("cannot delete the empty segment {}: {}", path, std::strerror(errno));
 }
 
+namespace {
+// A run is queued once it holds this much (the kernel splits it into the
+// backing fs's requests, all in flight together), or this many buffers.
+constexpr uint64_t kRunBytes = 8 << 20;
+constexpr size_t kRunBuffers = 256;
+}  // namespace
+
 Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
   if (!ring_) {
     auto op = store_->track("write to segment " + std::to_string(id_));
@@ -61,6 +68,17 @@ Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
     }
     return Status::OK();
   }
+  if (!run_.empty() &&
+      (off != run_off_ + run_len_ || run_.size() >= kRunBuffers || run_len_ + len > kRunBytes))
+    KVFS_RETURN_IF_ERROR(queue_run());
+  if (run_.empty()) run_off_ = off;
+  run_.push_back({const_cast<char*>(data), len});
+  run_len_ += len;
+  return Status::OK();
+}
+
+Status SegmentWriter::queue_run() {
+  if (run_.empty()) return Status::OK();
   io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
   if (sqe == nullptr) {
     // The submission queue is full: hand it to the kernel, make room.
@@ -69,16 +87,21 @@ Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
     KVFS_RETURN_IF_ERROR(reap(false));
     sqe = io_uring_get_sqe(ring_.get());
   }
-  io_uring_prep_write(sqe, fd_, data, static_cast<unsigned>(len), off);
-  io_uring_sqe_set_data64(sqe, len);
+  queued_iovs_.push_back(std::move(run_));
+  run_.clear();
+  const std::vector<iovec>& v = queued_iovs_.back();
+  io_uring_prep_writev(sqe, fd_, v.data(), static_cast<unsigned>(v.size()), run_off_);
+  io_uring_sqe_set_data64(sqe, run_len_);
+  run_len_ = 0;
   ++inflight_;
   return Status::OK();
 }
 
 Status SegmentWriter::reap(bool all) {
   if (!ring_) return Status::OK();
-  // Whatever was prepared but not yet handed to the kernel must go first, or
-  // waiting for its completion would never end.
+  // Whatever was gathered or prepared but not yet handed to the kernel must
+  // go first, or waiting for its completion would never end.
+  if (all) KVFS_RETURN_IF_ERROR(queue_run());
   if (int r = io_uring_submit(ring_.get()); r < 0) return Status::FromErrno(-r, "io_uring submit");
   unsigned want = all ? inflight_ : std::min(inflight_, 1u);
   if (want == 0) return Status::OK();
@@ -148,13 +171,20 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
     st = submit(blocks[i].buf->data(), align_up(blocks[i].len), offs[i]);
     pinned_.push_back(blocks[i].buf);
   }
-  if (ring_ && st.ok()) {
-    int r = io_uring_submit(ring_.get());  // one system call per record
+  // A full run goes to the kernel now, so the writes overlap the next
+  // records' encoding; smaller ones wait for more, or for sync().
+  if (ring_ && st.ok() && run_len_ >= kRunBytes) st = queue_run();
+  if (ring_ && st.ok() && inflight_ > 0) {
+    int r = io_uring_submit(ring_.get());
     if (r < 0) st = Status::FromErrno(-r, "io_uring submit");
   }
   if (big && st.ok()) st = reap(true);  // the big header buffer dies here
   if (head) headers_.push_back(std::move(head));
   if (!st.ok()) {
+    // Never written now (the big header is gone): the batch failed, and
+    // the file is cut back before it anyway (discard_from).
+    run_.clear();
+    run_len_ = 0;
     failed_ = st;
     return st;
   }
@@ -189,6 +219,7 @@ Status SegmentWriter::sync() {
   Status st = reap(true);
   headers_.clear();
   pinned_.clear();
+  queued_iovs_.clear();
   if (st.ok() && !failed_.ok()) st = failed_;
   if (st.ok()) {
     auto op = store_->track("fdatasync of segment " + std::to_string(id_));
