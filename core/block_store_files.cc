@@ -220,6 +220,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   if (any_miss) prefetch_->want(f->in, last_miss + 1, kReadAheadBlocks);
   for (Piece& p : pieces) {
     if (!p.miss.valid()) continue;
+    prefetch_->taken(ExtentKey{p.miss.seg, p.miss.off});
     Status st = data_->read_block(in.ino, p.idx, p.miss, &p.ref);
     if (!st.ok()) {
       if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);

@@ -249,7 +249,7 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
   } else {
     backing_read_bytes_.fetch_add(ext.len, std::memory_order_relaxed);
     zero_tail(*b, ext.len);
-    ram_->insert(key, b, prefetch);
+    ram_->insert(key, b, prefetch ? RamTier::Admit::kPrefetch : RamTier::Admit::kRead);
   }
   bool joined;
   {

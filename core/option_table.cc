@@ -31,7 +31,7 @@ const std::vector<StoreOption> kStoreOptions = {
      [](StoreConfig& c) -> FieldRef { return &c.ram_prefault; }},
     {{"prefetch", OptType::kSize, "256M", 0, kNoMax, true,
       "read cold blocks of a looked-up or opened file into RAM ahead of the client: bytes in "
-      "flight at most (0 = off)"},
+      "flight or not yet taken at most, and a quarter of ram_size (0 = off)"},
      [](StoreConfig& c) -> FieldRef { return &c.prefetch_bytes; }},
     {{"prefetch_threads", OptType::kCount, "8", 1, 64, false,
       "reads ahead in flight at once (fills a high-latency link)"},

@@ -30,6 +30,7 @@ void Prefetcher::stop() {
       pending_bytes_ -= j.ext.len;
     }
     q_.clear();
+    taken_.clear();
   }
   cv_.notify_all();
   idle_cv_.notify_all();
@@ -39,7 +40,7 @@ void Prefetcher::stop() {
 }
 
 void Prefetcher::want(const InodeRef& in, uint32_t from, uint32_t max_blocks) {
-  const uint64_t budget = budget_.load(std::memory_order_relaxed);
+  const uint64_t budget = std::min(budget_.load(std::memory_order_relaxed), p_.ram->capacity() / 4);
   if (budget == 0) return;
   std::vector<Job> jobs;
   {
@@ -61,10 +62,11 @@ void Prefetcher::want(const InodeRef& in, uint32_t from, uint32_t max_blocks) {
     std::lock_guard l(mu_);
     if (stop_) return;
     uint64_t over = 0;
+    const uint64_t in_ram = p_.ram->prefetched_bytes();
     for (Job& j : cold) {
       const ExtentKey k{j.ext.seg, j.ext.off};
       if (pending_.count(k)) continue;
-      if (over || pending_bytes_ + j.ext.len > budget) {
+      if (over || in_ram + pending_bytes_ + j.ext.len > budget) {
         ++over;  // and every block after it: queued in order or not at all
         continue;
       }
@@ -83,19 +85,31 @@ void Prefetcher::want(const InodeRef& in, uint32_t from, uint32_t max_blocks) {
     cv_.notify_all();
 }
 
+void Prefetcher::taken(const ExtentKey& k) {
+  std::lock_guard l(mu_);
+  if (pending_.count(k)) taken_.insert(k);
+}
+
 void Prefetcher::run() {
   for (;;) {
     Job j;
+    bool skip;
     {
       std::unique_lock l(mu_);
       cv_.wait(l, [&] { return stop_ || !q_.empty(); });
       if (stop_) return;
       j = std::move(q_.front());
       q_.pop_front();
+      skip = taken_.erase(ExtentKey{j.ext.seg, j.ext.off}) != 0;
     }
-    read_one(j);
+    if (skip)
+      cancelled_.fetch_add(1, std::memory_order_relaxed);
+    else
+      read_one(j);
     std::lock_guard l(mu_);
-    pending_.erase(ExtentKey{j.ext.seg, j.ext.off});
+    const ExtentKey k{j.ext.seg, j.ext.off};
+    pending_.erase(k);
+    taken_.erase(k);
     pending_bytes_ -= j.ext.len;
     if (pending_.empty()) idle_cv_.notify_all();
   }

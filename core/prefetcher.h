@@ -5,8 +5,11 @@
 // read start reading the rest of the file on these threads, several requests
 // in flight (the backing dir's I/O threads carry them, under its deadline).
 //
-// Bounded: at most `budget` bytes queued or being read; what does not fit is
-// not read ahead (counted). A queued block is read only if it is still the
+// Bounded: at most `budget` bytes, and a quarter of the RAM tier, queued,
+// being read, or read ahead and in RAM with no client having taken them yet
+// (RamTier::prefetched_bytes): what does not fit is not read ahead
+// (counted), so read-ahead never pushes more than that out of RAM. A block a client reads itself
+// meanwhile (taken()) is not read ahead again. A queued block is read only if it is still the
 // file's (an eviction, a truncate or a rewrite since cancels it) and not in
 // RAM already. Prefetched blocks enter the RAM tier marked, like any clean
 // block that eviction may take back: a client hit counts them used, an
@@ -67,6 +70,9 @@ class Prefetcher {
   // Queues the cold blocks of a regular file from block `from` on, in
   // order, at most max_blocks of them. Called with no lock held.
   void want(const InodeRef& in, uint32_t from = 0, uint32_t max_blocks = UINT32_MAX);
+  // A client read this extent from the backing dir: a queued read ahead of
+  // it is dropped (it would read the block a second time, for nobody).
+  void taken(const ExtentKey& k);
   // Drops what is queued and joins the threads (a read in flight ends by
   // the backing dir's deadline). Idempotent.
   void stop();
@@ -95,6 +101,7 @@ class Prefetcher {
   std::condition_variable idle_cv_;                       // pending_ became empty
   std::deque<Job> q_;                                     // guarded by mu_
   std::unordered_set<ExtentKey, ExtentKeyHash> pending_;  // guarded by mu_: queued or reading
+  std::unordered_set<ExtentKey, ExtentKeyHash> taken_;    // guarded by mu_: of pending_
   uint64_t pending_bytes_ = 0;                            // guarded by mu_
   bool stop_ = false;                                     // guarded by mu_
   std::vector<std::thread> threads_;

@@ -1,6 +1,9 @@
 #include "core/ram_tier.h"
 
+#include <algorithm>
 #include <chrono>
+
+#include "core/freq_sketch.h"
 
 namespace kvfs {
 
@@ -8,34 +11,71 @@ struct RamTier::Entry {
   ExtentKey key;
   ConstBufRef buf;
   uint64_t charge = 0;
-  bool prot = false;        // in the protected list
+  List list = kProbation;
   bool prefetched = false;  // read ahead, not yet asked for
 };
 
 struct RamTier::Shard {
   std::mutex mu;
-  std::list<Entry> probation;  // guarded by mu; front = most recent
-  std::list<Entry> protect;    // guarded by mu
+  // front = most recent; evicted in this order: once, probation, protect.
+  std::list<Entry> lists[3];                                                     // guarded by mu
   std::unordered_map<ExtentKey, std::list<Entry>::iterator, ExtentKeyHash> map;  // guarded by mu
-  uint64_t protected_bytes = 0;                                                  // guarded by mu
-  uint64_t charge = 0;                                                           // guarded by mu
-  uint64_t prefetch_used = 0, prefetch_wasted = 0;                               // guarded by mu
+  // Uses of keys lately (lookups, hits or misses, and writes): what a
+  // block read from the backing dir must beat to stay (admit()).
+  FreqSketch sketch;                                              // guarded by mu
+  uint64_t protected_bytes = 0;                                   // guarded by mu
+  uint64_t charge = 0;                                            // guarded by mu
+  uint64_t prefetch_used = 0, prefetch_wasted = 0, admitted = 0;  // guarded by mu
+  std::atomic<uint64_t>* prefetched_total = nullptr;              // RamTier's, set once
 
+  // A read-ahead block leaves, or a client takes it.
+  void unprefetch(Entry& e, bool used) {
+    e.prefetched = false;
+    prefetched_total->fetch_sub(e.charge, std::memory_order_relaxed);
+    ++(used ? prefetch_used : prefetch_wasted);
+  }
   void remove(std::list<Entry>::iterator it) {
     charge -= it->charge;
-    if (it->prefetched) ++prefetch_wasted;
-    if (it->prot) {
-      protected_bytes -= it->charge;
-      protect.erase(it);
-    } else {
-      probation.erase(it);
-    }
+    if (it->prefetched) unprefetch(*it, false);
+    if (it->list == kProtected) protected_bytes -= it->charge;
+    lists[it->list].erase(it);
+  }
+  void move(std::list<Entry>::iterator it, List to) {
+    if (it->list == kProtected) protected_bytes -= it->charge;
+    if (to == kProtected) protected_bytes += it->charge;
+    lists[to].splice(lists[to].begin(), lists[it->list], it);
+    it->list = to;
+  }
+  explicit Shard(size_t entries) : sketch(entries) {}
+
+  // Where a block a client read from the backing dir (or took from a read
+  // ahead) goes: probation, like written data, if it was used more often
+  // lately than the block that would leave RAM next, counting this use
+  // (TinyLFU's admission); else the once list. A tie keeps what is in RAM:
+  // data written and then read once stays behind data written and not
+  // read yet, and in a loop over more than RAM holds the same part stays.
+  // full: keeping it means another block leaves (else it just goes in).
+  List admit(const ExtentKey& k, bool full) {
+    const std::list<Entry>* victims = !lists[kProbation].empty()   ? &lists[kProbation]
+                                      : !lists[kProtected].empty() ? &lists[kProtected]
+                                                                   : nullptr;
+    if (full && victims &&
+        sketch.estimate(ExtentKeyHash{}(k)) <=
+            sketch.estimate(ExtentKeyHash{}(victims->back().key)) + 1)
+      return kOnce;
+    ++admitted;
+    return kProbation;
   }
 };
 
 RamTier::RamTier(uint64_t capacity, unsigned shard_bits)
     : capacity_(capacity), shard_mask_((1u << shard_bits) - 1) {
-  for (unsigned i = 0; i <= shard_mask_; ++i) shards_.push_back(std::make_unique<Shard>());
+  // Keys a shard holds at most, for its sketch: blocks of 512 KiB or more.
+  const size_t entries = std::max<uint64_t>(64, capacity / (shard_mask_ + 1) >> 19);
+  for (unsigned i = 0; i <= shard_mask_; ++i) {
+    shards_.push_back(std::make_unique<Shard>(entries));
+    shards_.back()->prefetched_total = &prefetched_bytes_;
+  }
 }
 
 RamTier::~RamTier() = default;
@@ -44,9 +84,14 @@ RamTier::Shard& RamTier::shard_for(const ExtentKey& k) {
   return *shards_[ExtentKeyHash{}(k)&shard_mask_];
 }
 
+bool RamTier::full() const {
+  return clean_bytes_ + dirty_bytes_ + kBlockSize > capacity_.load(std::memory_order_relaxed);
+}
+
 ConstBufRef RamTier::lookup(const ExtentKey& key) {
   Shard& s = shard_for(key);
   std::lock_guard g(s.mu);
+  s.sketch.add(ExtentKeyHash{}(key));
   auto f = s.map.find(key);
   if (f == s.map.end()) {
     misses_.fetch_add(1, std::memory_order_relaxed);
@@ -55,30 +100,26 @@ ConstBufRef RamTier::lookup(const ExtentKey& key) {
   hits_.fetch_add(1, std::memory_order_relaxed);
   auto it = f->second;
   if (it->prefetched) {
-    // Its first real touch: used, and still on probation (reading ahead is
-    // not a use, or a scan of prefetches would fill the protected list).
-    it->prefetched = false;
-    ++s.prefetch_used;
-    s.probation.splice(s.probation.begin(), s.probation, it);
-  } else if (!it->prot) {
+    // Its first real touch: used, and a client's read of the backing from
+    // now on (reading ahead is not a use, or a scan of prefetches would
+    // fill the protected list).
+    s.unprefetch(*it, true);
+    s.move(it, s.admit(key, full()));
+  } else if (it->list == kOnce) {
+    s.move(it, kProbation);  // read twice: now it competes with written data
+  } else if (it->list == kProbation) {
     // Second touch: promote. Keep protected within 80 % of the shard's share.
-    it->prot = true;
-    s.protected_bytes += it->charge;
-    s.protect.splice(s.protect.begin(), s.probation, it);
+    s.move(it, kProtected);
     uint64_t limit = capacity_.load(std::memory_order_relaxed) / shards_.size() * 4 / 5;
-    while (s.protected_bytes > limit && s.protect.size() > 1) {
-      auto last = std::prev(s.protect.end());
-      last->prot = false;
-      s.protected_bytes -= last->charge;
-      s.probation.splice(s.probation.begin(), s.protect, last);
-    }
+    while (s.protected_bytes > limit && s.lists[kProtected].size() > 1)
+      s.move(std::prev(s.lists[kProtected].end()), kProbation);
   } else {
-    s.protect.splice(s.protect.begin(), s.protect, it);
+    s.move(it, kProtected);
   }
   return it->buf;
 }
 
-void RamTier::insert(const ExtentKey& key, ConstBufRef buf, bool prefetched) {
+void RamTier::insert(const ExtentKey& key, ConstBufRef buf, Admit how) {
   std::lock_guard b(budget_mu_);
   Shard& s = shard_for(key);
   uint64_t charge = buf->capacity();
@@ -89,9 +130,13 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf, bool prefetched) {
       s.remove(f->second);
       s.map.erase(f);
     }
-    s.probation.push_front(Entry{key, std::move(buf), charge, false, prefetched});
-    s.map.emplace(key, s.probation.begin());
+    if (how == Admit::kWritten) s.sketch.add(ExtentKeyHash{}(key));
+    const bool room = clean_bytes_ + dirty_bytes_ + charge <= capacity_.load();
+    const List to = how == Admit::kRead ? s.admit(key, !room) : kProbation;
+    s.lists[to].push_front(Entry{key, std::move(buf), charge, to, how == Admit::kPrefetch});
+    s.map.emplace(key, s.lists[to].begin());
     s.charge += charge;
+    if (how == Admit::kPrefetch) prefetched_bytes_.fetch_add(charge, std::memory_order_relaxed);
   }
   clean_bytes_ += charge;
   evict_locked(0);
@@ -101,8 +146,8 @@ void RamTier::claim_prefetched(const ExtentKey& key) {
   Shard& s = shard_for(key);
   std::lock_guard g(s.mu);
   if (auto f = s.map.find(key); f != s.map.end() && f->second->prefetched) {
-    f->second->prefetched = false;
-    ++s.prefetch_used;
+    s.unprefetch(*f->second, true);
+    s.move(f->second, s.admit(key, full()));
   }
 }
 
@@ -138,8 +183,13 @@ void RamTier::evict_locked(uint64_t extra) {
     ConstBufRef victim;  // freed after the shard lock is dropped
     {
       std::lock_guard g(s.mu);
-      std::list<Entry>* l = !s.probation.empty() ? &s.probation : &s.protect;
-      if (l->empty()) {
+      std::list<Entry>* l = nullptr;
+      for (auto& cand : s.lists)
+        if (!cand.empty()) {
+          l = &cand;
+          break;
+        }
+      if (!l) {
         ++empty_in_a_row;
         continue;
       }
@@ -251,13 +301,14 @@ void RamTier::set_capacity(uint64_t capacity) {
 void RamTier::drop_clean() {
   std::lock_guard l(budget_mu_);
   for (auto& sp : shards_) {
-    std::list<Entry> a, b;
+    std::list<Entry> gone[3];
     {
       std::lock_guard g(sp->mu);
-      a.swap(sp->probation);
-      b.swap(sp->protect);
-      for (auto* l : {&a, &b})
-        for (const Entry& e : *l) sp->prefetch_wasted += e.prefetched;
+      for (int i = 0; i < 3; ++i) {
+        gone[i].swap(sp->lists[i]);
+        for (Entry& e : gone[i])
+          if (e.prefetched) sp->unprefetch(e, false);
+      }
       sp->map.clear();
       clean_bytes_ -= sp->charge;
       sp->charge = 0;
@@ -277,6 +328,7 @@ RamTierStats RamTier::stats() const {
     st.entries += sp->map.size();
     st.prefetch_used += sp->prefetch_used;
     st.prefetch_wasted += sp->prefetch_wasted;
+    st.admitted += sp->admitted;
   }
   st.hits = hits_.load();
   st.misses = misses_.load();

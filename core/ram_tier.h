@@ -10,10 +10,23 @@
 //    flushers (backpressure) instead of growing.
 //
 // The clean cache is a segmented LRU per shard (as RocksDB's ShardedCache with
-// a high-priority pool): new blocks enter a probation list, a second hit
-// promotes them to a protected list holding up to 80 % of the shard. A
-// one-time sweep through cold data only churns probation, so it cannot push
-// hot blocks out.
+// a high-priority pool): written (flushed) and read-ahead blocks enter a
+// probation list, a second hit promotes them to a protected list holding up
+// to 80 % of the shard. A one-time sweep through cold data only churns
+// probation, so it cannot push hot blocks out.
+//
+// A block a client read from the backing dir (a miss, or a read-ahead it
+// then took) was just handed to that client, which keeps what it loads
+// (vLLM copies it to the GPU). It enters probation only if it was used more
+// often lately than the block it would push out (a frequency sketch of
+// lookups and writes, freq_sketch.h: TinyLFU's admission); otherwise it
+// goes to a third list, "once", evicted before the other two. So a load of
+// more data than RAM holds (a long prefix loaded in the order it was
+// stored) does not push out the written blocks not read yet, which the
+// loads further on want; and a loop over more than RAM holds (every round
+// of every user of a chat reloads its history) keeps a fixed part of it in
+// RAM, where least-recently-used alone would push out each block just
+// before its next use. A hit moves a block from once to probation.
 //
 // Thread-safe. Lock order: budget_mu_ before any shard mutex; the tier never
 // calls out while holding either, except the pressure callback, which is
@@ -65,6 +78,9 @@ struct RamTierStats {
   // or dropped before any hit.
   uint64_t prefetch_used = 0;
   uint64_t prefetch_wasted = 0;
+  // Blocks read from the backing for a client and kept like written data:
+  // used more often lately than what they push out (the frequency sketch).
+  uint64_t admitted = 0;
 };
 
 class RamTier {
@@ -77,9 +93,11 @@ class RamTier {
   // Clean cache. lookup() counts a hit or a miss; the returned reference keeps
   // the bytes alive even if the entry is evicted meanwhile.
   ConstBufRef lookup(const ExtentKey& key);
-  // prefetched: read ahead of any client (counted used at its first hit,
-  // wasted if it leaves before one).
-  void insert(const ExtentKey& key, ConstBufRef buf, bool prefetched = false);
+  // How a block enters (see above): written (flushed, or copied forward),
+  // read ahead of any client (counted used at its first hit, wasted if it
+  // leaves before one), or read from the backing dir for a client.
+  enum class Admit { kWritten, kPrefetch, kRead };
+  void insert(const ExtentKey& key, ConstBufRef buf, Admit how = Admit::kWritten);
   // A client took a prefetched block's bytes without a lookup (it waited
   // for the read in flight): counts it used.
   void claim_prefetched(const ExtentKey& key);
@@ -129,14 +147,19 @@ class RamTier {
   void set_capacity(uint64_t capacity);
   uint64_t capacity() const { return capacity_.load(); }
   uint64_t dirty_bytes() const { return dirty_bytes_.load(std::memory_order_relaxed); }
+  // Bytes read ahead and cached that no client has taken yet.
+  uint64_t prefetched_bytes() const { return prefetched_bytes_.load(std::memory_order_relaxed); }
   // Drops every clean block (admin "drop caches"; tests).
   void drop_clean();
   RamTierStats stats() const;
 
  private:
+  enum List : uint8_t { kOnce, kProbation, kProtected };
   struct Entry;
   struct Shard;
   Shard& shard_for(const ExtentKey& k);
+  // Another block would push one out now (approximate: no lock taken).
+  bool full() const;
   // Evicts clean entries until usage + extra <= capacity or nothing is left.
   // Requires budget_mu_.
   void evict_locked(uint64_t extra);
@@ -148,9 +171,10 @@ class RamTier {
   unsigned shard_mask_;
 
   mutable std::mutex budget_mu_;
-  std::condition_variable budget_cv_;     // guarded by budget_mu_
-  std::atomic<uint64_t> clean_bytes_{0};  // sum of shard charges
-  std::atomic<uint64_t> dirty_bytes_{0};  // written under budget_mu_
+  std::condition_variable budget_cv_;          // guarded by budget_mu_
+  std::atomic<uint64_t> clean_bytes_{0};       // sum of shard charges
+  std::atomic<uint64_t> dirty_bytes_{0};       // written under budget_mu_
+  std::atomic<uint64_t> prefetched_bytes_{0};  // written under a shard's mu
   std::atomic<int> waiters_{0};
   std::function<void()> pressure_cb_;  // set before use
   GiveUpFn give_up_;                   // set before use

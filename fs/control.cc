@@ -98,6 +98,7 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"clean_bytes", s.ram.clean_bytes},
         {"cached_blocks", s.ram.entries},
         {"evicted_blocks", s.ram.evictions},
+        {"admitted_blocks", s.ram.admitted},
         {"backpressure_waits", s.ram.backpressure_waits}}},
       {"backing",
        {{"used_bytes", s.segment_bytes},

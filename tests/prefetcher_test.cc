@@ -82,7 +82,14 @@ TEST_F(PrefetcherTest, StaysWithinItsBudgetAndFromTheBlockAsked) {
   EXPECT_TRUE(in_ram(*in, 1));
   EXPECT_TRUE(in_ram(*in, 2));
   EXPECT_FALSE(in_ram(*in, 3));
-  // With room again, the rest follows.
+  // Read ahead and not taken by a client yet: still in the budget.
+  EXPECT_EQ(ram_.prefetched_bytes(), 2 * kBlockSize);
+  p->want(in, 3);
+  EXPECT_EQ(p->stats().queued, 2u);
+  // A client takes them: room again, the rest follows.
+  for (uint32_t b : {1u, 2u})
+    ASSERT_TRUE(ram_.lookup(ExtentKey{in->blocks[b].ext.seg, in->blocks[b].ext.off}));
+  EXPECT_EQ(ram_.prefetched_bytes(), 0u);
   p->want(in, 3);
   ASSERT_TRUE(p->wait_idle(seconds(30)));
   EXPECT_TRUE(in_ram(*in, 3));
@@ -90,6 +97,21 @@ TEST_F(PrefetcherTest, StaysWithinItsBudgetAndFromTheBlockAsked) {
   auto off = make(0);  // 0: off
   off->want(in);
   EXPECT_EQ(off->stats().queued, 0u);
+}
+
+TEST_F(PrefetcherTest, ABlockAClientReadItselfIsNotReadAhead) {
+  InodeRef in = cold_file(3);
+  auto p = make(64 << 20);
+  p->want(in);  // not started: all three stay queued
+  p->taken(ExtentKey{in->blocks[1].ext.seg, in->blocks[1].ext.off});
+  p->start(1);
+  ASSERT_TRUE(p->wait_idle(seconds(30)));
+  const PrefetchStats s = p->stats();
+  EXPECT_EQ(s.reads, 2u);
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_TRUE(in_ram(*in, 0));
+  EXPECT_FALSE(in_ram(*in, 1)) << "the client's own read, not a second one";
+  EXPECT_TRUE(in_ram(*in, 2));
 }
 
 TEST_F(PrefetcherTest, AColdReadAsksForAWindowOfBlocks) {
