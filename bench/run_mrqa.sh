@@ -20,7 +20,8 @@
 # the benchmark's 1200), MRQA_CHUNK_BYTES (bytes per 256-token chunk file,
 # default 524288 = 1/72 of Qwen3-8B's 36 MiB), MRQA_USERS (15), MRQA_ROUNDS
 # (20), MRQA_LENGTHS ("1000 5000 10000 20000"), MRQA_CONCURRENCY (4),
-# MRQA_SMALL_RAM (512M), MRQA_LARGE_RAM (4G), MRQA_TMPFS_SIZE (6G),
+# MRQA_SMALL_RAM (512M; "eighth": an eighth of the bytes each run stores,
+# its working set), MRQA_LARGE_RAM (4G), MRQA_TMPFS_SIZE (6G),
 # MRQA_CAPACITY (60G), WORK (/var/tmp/kvfs-mrqa, local disk), KVFS_BIN,
 # KVFS_OPTS (extra -o options), OUT (results dir, default bench/results),
 # REPORT_ONLY=1 (no runs: redo the tables and the chart from OUT/mrqa.jsonl).
@@ -94,15 +95,20 @@ for client in $CLIENTS; do
     # direct: the local-disk directory itself
     rm -rf "$DIRECT" && mkdir -p "$DIRECT"
     log "$client L=$L direct"
-    "$BENCH" mrqa "$DIRECT" "${opts[@]}" --label direct | with_backing "$ON" >>"$RAW"
+    dline=$("$BENCH" mrqa "$DIRECT" "${opts[@]}" --label direct | with_backing "$ON")
+    echo "$dline" >>"$RAW"
     rm -rf "$DIRECT"
+    small=$SMALL_RAM
+    # eighth: an eighth of what this run stores (its working set), 16M at least.
+    [[ $small == eighth ]] &&
+      small=$(awk -v b="$(jget "$dline" bytes_written)" 'BEGIN {m = int(b / 8 / 1048576); print (m < 16 ? 16 : m) "M"}')
     # tmpfs
     rm -rf "${TMPFS:?}"/*
     log "$client L=$L tmpfs"
     "$BENCH" mrqa "$TMPFS" "${opts[@]}" --label tmpfs | with_backing tmpfs >>"$RAW"
     rm -rf "${TMPFS:?}"/*
     # kvfs, small and large RAM tier, each on a fresh backing dir and index
-    for setup in "kvfs-small:$SMALL_RAM" "kvfs-large:$LARGE_RAM"; do
+    for setup in "kvfs-small:$small" "kvfs-large:$LARGE_RAM"; do
       name=${setup%%:*} ram=${setup#*:}
       mount_fresh "$ram" "capacity=$CAPACITY"
       pid=$(kvfs_pid)
