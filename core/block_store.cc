@@ -190,7 +190,10 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
     std::lock_guard g(in->mu);
     // A peer's file released (or dropped) between the two looks: the
     // kernel must not get an inode number that is gone; import it again.
-    if (in->peer && !in->linked.load() && tries < 3) continue;
+    if (in->peer && !in->linked.load()) {
+      if (tries < 3) continue;
+      return Status::NotFound("changing on its owner meanwhile");
+    }
     a = attr_locked(*in);
     fix_nlink(in, &a);
     in->nlookup.fetch_add(1);
@@ -362,10 +365,12 @@ Result<std::string> BlockStore::readlink(uint64_t ino) {
 Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->remove(parent, name, false);
-  // A peer's file not imported here now (the kernel looks a name up before
-  // it unlinks it, other callers may not): imported, then unlinked.
-  if (!r.ok() && r.status().code() == Status::Code::kNotFound && import_peer(parent, name).ok())
-    r = ns_->remove(parent, name, false);
+  if (!r.ok() && r.status().code() == Status::Code::kNotFound) {
+    if (auto imp = import_peer_file(parent, name); imp.ok()) {
+      r = ns_->remove(parent, name, false);
+      if (!r.ok()) (void)ns_->release_import(*imp);
+    }
+  }
   if (!r.ok()) return r.status();
   int64_t mtime;
   {
@@ -387,8 +392,12 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
                           std::string_view new_name, unsigned flags) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->rename(parent, name, new_parent, new_name, flags);
-  if (!r.ok() && r.status().code() == Status::Code::kNotFound && import_peer(parent, name).ok())
-    r = ns_->rename(parent, name, new_parent, new_name, flags);  // a peer's: refused
+  if (!r.ok() && r.status().code() == Status::Code::kNotFound) {
+    if (auto imp = import_peer_file(parent, name); imp.ok()) {
+      r = ns_->rename(parent, name, new_parent, new_name, flags);  // a peer's: refused
+      (void)ns_->release_import(*imp);
+    }
+  }
   if (!r.ok()) return r.status();
   if (InodeRef replaced = *r) {
     std::lock_guard g(replaced->mu);

@@ -320,6 +320,14 @@ class BlockStore {
   Result<InodeRef> import_peer(uint64_t parent, std::string_view name);
   void import_peer_children(uint64_t dir);
   void peers_changed(const std::vector<std::string>& paths);
+  // An import whose name a peer's pass changed: kept with the peer's new
+  // extents if it holds the same bytes, else dropped.
+  void recheck_import(const InodeRef& in, const std::string& path);
+  // A peer's regular file at (parent, name) imported for an unlink or a
+  // rename (the kernel looks a name up first; other callers may not).
+  Result<InodeRef> import_peer_file(uint64_t parent, std::string_view name);
+  // Releases the listings' imports older than a minute (listed_).
+  void release_listed(int64_t now);
   // A peer renamed or removed the directory at these paths: every import
   // below the local directory there is checked again.
   void peer_dirs_moved(const std::vector<std::string>& paths);

@@ -144,7 +144,10 @@ void BlockStore::release(OpenFile* f) {
       flusher_->enqueue_locked(in, false);
     }
   }
-  if (unlinked) ns_->reap_if_unused(in);
+  if (unlinked)
+    ns_->reap_if_unused(in);
+  else if (in->peer)
+    (void)ns_->release_import(in);  // no-op while the kernel still references it
 }
 
 void BlockStore::drop_file(const InodeRef& in, const Status& why) {

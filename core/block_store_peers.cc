@@ -30,6 +30,7 @@ Status BlockStore::open_peers() {
     apply_peer_unlinks(n.unlinks);
     peers_changed(n.paths);
     peer_dirs_moved(n.moved_dirs);
+    release_listed(clock_->now_ns());
   });
   // What the peers had at mount is there before the mount is ready.
   if (Status s = peers_->poll(); !s.ok())
@@ -132,11 +133,23 @@ void BlockStore::import_peer_children(uint64_t dir) {
   if (!path.ok()) return;
   std::string p = *path;
   if (!p.empty() && p.back() == '/') p.pop_back();
-  // The listings' imports of a minute ago that nobody looked up since go
-  // first (a listing that takes longer misses them on its later pages);
-  // this listing imports what it shows again.
-  constexpr int64_t kListedKeepNs = 60'000'000'000;
+  // Those of a minute ago go first; this listing imports what it shows again.
   const int64_t now = clock_->now_ns();
+  release_listed(now);
+  std::vector<InodeRef> listed;
+  for (auto& [name, mode] : peers_->children(p)) {
+    if (ns_->lookup(dir, name).ok()) continue;
+    auto in = import_peer(dir, name);
+    if (in.ok() && (*in)->peer) listed.push_back(std::move(*in));
+  }
+  std::lock_guard l(listed_mu_);
+  for (InodeRef& in : listed) listed_.emplace_back(now, std::move(in));
+}
+
+void BlockStore::release_listed(int64_t now) {
+  // A listing's imports that nobody looked up within a minute (a listing
+  // that takes longer misses them on its later pages).
+  constexpr int64_t kListedKeepNs = 60'000'000'000;
   std::vector<InodeRef> old;
   {
     std::lock_guard l(listed_mu_);
@@ -146,14 +159,15 @@ void BlockStore::import_peer_children(uint64_t dir) {
     }
   }
   for (const InodeRef& in : old) (void)ns_->release_import(in);
-  std::vector<InodeRef> listed;
-  for (auto& [name, mode] : peers_->children(p)) {
-    if (ns_->lookup(dir, name).ok()) continue;
-    auto in = import_peer(dir, name);
-    if (in.ok() && (*in)->peer) listed.push_back(std::move(*in));
-  }
-  std::lock_guard l(listed_mu_);
-  for (InodeRef& in : listed) listed_.emplace_back(now, std::move(in));
+}
+
+Result<InodeRef> BlockStore::import_peer_file(uint64_t parent, std::string_view name) {
+  if (!peers_) return Status::NotFound();
+  auto path = ns_->rel_path(parent, name);
+  if (!path.ok()) return Status::NotFound();
+  std::optional<PeerFile> f = peers_->find(*path);
+  if (!f || !S_ISREG(f->snap.mode)) return Status::NotFound();
+  return import_peer(parent, name);
 }
 
 bool BlockStore::drop_and_forget(const InodeRef& in) {
@@ -174,25 +188,27 @@ bool BlockStore::drop_and_forget(const InodeRef& in) {
   return true;
 }
 
+void BlockStore::recheck_import(const InodeRef& in, const std::string& path) {
+  std::optional<PeerFile> now = peers_->find(path);
+  if (now && same_file(*in, *now)) {
+    std::lock_guard g(in->mu);
+    if (!in->evicted && refresh_locked(*in, *now)) return;
+  }
+  if (drop_and_forget(in)) peer_drops_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void BlockStore::peers_changed(const std::vector<std::string>& paths) {
   for (const std::string& p : paths) {
     auto r = ns_->resolve(p);
-    if (!r.ok() || !(*r)->peer) continue;  // not imported, or ours: ours wins here
-    InodeRef in = *r;
-    std::optional<PeerFile> now = peers_->find(p);
-    if (now && same_file(*in, *now)) {
-      std::lock_guard g(in->mu);
-      if (!in->evicted && refresh_locked(*in, *now)) continue;
-    }
-    if (drop_and_forget(in)) peer_drops_.fetch_add(1, std::memory_order_relaxed);
+    if (r.ok() && (*r)->peer) recheck_import(*r, p);  // else not imported, or ours: ours wins here
   }
 }
 
 void BlockStore::peer_dirs_moved(const std::vector<std::string>& paths) {
   for (const std::string& p : paths) {
+    if (p.empty()) continue;  // not reachable in the peer's tree: nothing was found under it
     auto d = ns_->resolve(p);
     if (!d.ok() || !(*d)->is_dir()) continue;
-    std::vector<std::string> under;
     for (const InodeRef& in : ns_->imports_under((*d)->ino)) {
       uint64_t parent;
       std::string name;
@@ -202,9 +218,8 @@ void BlockStore::peer_dirs_moved(const std::vector<std::string>& paths) {
         parent = in->parent;
         name = in->name;
       }
-      if (auto r = ns_->rel_path(parent, name); r.ok()) under.push_back(std::move(*r));
+      if (auto r = ns_->rel_path(parent, name); r.ok()) recheck_import(in, *r);
     }
-    peers_changed(under);
   }
 }
 

@@ -284,11 +284,15 @@ Status Namespace::drop(const InodeRef& in) {
   if (it == (*d)->dir->by_name.end() || it->second != in) return Status::NotFound();
   if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}, next_ino_.load()));
   std::unique_lock l(mu_);
-  unlink_locked(*d, in);
+  detach_locked(*d, in);
+  return Status::OK();
+}
+
+void Namespace::detach_locked(Inode* dir, const InodeRef& in) {
+  unlink_locked(dir, in);
   in->linked = false;
   std::lock_guard g(in->mu);
   in->evicted = true;  // a later open by inode number is a miss
-  return Status::OK();
 }
 
 Status Namespace::remove_many(const std::vector<InodeRef>& cands,
@@ -397,12 +401,10 @@ bool Namespace::release_import_locked(const InodeRef& in) {
   {
     std::lock_guard g(in->mu);
     if (in->open_count != 0) return false;
-    in->evicted = true;  // no kernel reference is left to open it by number
   }
   auto d = dir_locked(in->parent);
   if (!d.ok()) return false;
-  unlink_locked(*d, in);
-  in->linked = false;
+  detach_locked(*d, in);
   table_.erase(in->ino);
   released_imports_.fetch_add(1, std::memory_order_relaxed);
   return true;

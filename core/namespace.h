@@ -197,6 +197,8 @@ class Namespace {
   void remove_entry_locked(Inode* dir, Inode* child);
   bool unused_locked(Inode& in);
   bool release_import_locked(const InodeRef& in);
+  // Unlinks `in` from dir and marks it gone (both locks held exclusively).
+  void detach_locked(Inode* dir, const InodeRef& in);
   void drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans);
 
   Journal* const journal_;

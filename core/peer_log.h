@@ -107,7 +107,8 @@ class PeerLog {
     std::vector<std::string> moved_dirs;
   };
   using ChangeFn = std::function<void(const News& news)>;
-  // Set before start(); called on the pass's thread.
+  // Set before start(); called on the pass's thread after every pass that
+  // read the listing, with what it brought (often nothing).
   void set_listener(ChangeFn fn);
 
   // One pass (see above); the first error of the pass (a listing or an open

@@ -142,6 +142,10 @@ const std::vector<PromMetric>& prom_metrics() {
          "counter",
          "Files of other nodes made visible here (by lookup or readdir).",
          {{"", "/peers/imported_files"}}},
+        {"kvfs_peer_released_files_total",
+         "counter",
+         "Files of other nodes let go here once nothing referenced them (found again on lookup).",
+         {{"", "/peers/released_imports"}}},
         {"kvfs_peer_unlinks_total",
          "counter",
          "Unlinks across nodes: of other nodes' files here (sent), of this node's files by "
