@@ -24,6 +24,7 @@ struct RamTier::Shard {
   // block read from the backing dir must beat to stay (admit()).
   FreqSketch sketch;                                              // guarded by mu
   uint64_t protected_bytes = 0;                                   // guarded by mu
+  uint64_t once_bytes = 0;                                        // guarded by mu
   uint64_t charge = 0;                                            // guarded by mu
   uint64_t prefetch_used = 0, prefetch_wasted = 0, admitted = 0;  // guarded by mu
   std::atomic<uint64_t>* prefetched_total = nullptr;              // RamTier's, set once
@@ -38,11 +39,14 @@ struct RamTier::Shard {
     charge -= it->charge;
     if (it->prefetched) unprefetch(*it, false);
     if (it->list == kProtected) protected_bytes -= it->charge;
+    if (it->list == kOnce) once_bytes -= it->charge;
     lists[it->list].erase(it);
   }
   void move(std::list<Entry>::iterator it, List to) {
     if (it->list == kProtected) protected_bytes -= it->charge;
+    if (it->list == kOnce) once_bytes -= it->charge;
     if (to == kProtected) protected_bytes += it->charge;
+    if (to == kOnce) once_bytes += it->charge;
     lists[to].splice(lists[to].begin(), lists[it->list], it);
     it->list = to;
   }
@@ -136,6 +140,7 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf, Admit how) {
     s.lists[to].push_front(Entry{key, std::move(buf), charge, to, how == Admit::kPrefetch});
     s.map.emplace(key, s.lists[to].begin());
     s.charge += charge;
+    if (to == kOnce) s.once_bytes += charge;
     if (how == Admit::kPrefetch) prefetched_bytes_.fetch_add(charge, std::memory_order_relaxed);
   }
   clean_bytes_ += charge;
@@ -183,12 +188,13 @@ void RamTier::evict_locked(uint64_t extra) {
     ConstBufRef victim;  // freed after the shard lock is dropped
     {
       std::lock_guard g(s.mu);
-      std::list<Entry>* l = nullptr;
-      for (auto& cand : s.lists)
-        if (!cand.empty()) {
-          l = &cand;
-          break;
-        }
+      // The newest blocks read once stay a moment (a window of a 32nd of
+      // the shard): a read split into requests that reach the block one
+      // after another (unaligned, or parallel extents of one load) finds it.
+      const uint64_t window = capacity_.load(std::memory_order_relaxed) / shards_.size() / 32;
+      std::list<Entry>* l = s.once_bytes > window ? &s.lists[kOnce] : nullptr;
+      for (List c : {kProbation, kProtected, kOnce})
+        if (!l && !s.lists[c].empty()) l = &s.lists[c];
       if (!l) {
         ++empty_in_a_row;
         continue;
@@ -313,6 +319,7 @@ void RamTier::drop_clean() {
       clean_bytes_ -= sp->charge;
       sp->charge = 0;
       sp->protected_bytes = 0;
+      sp->once_bytes = 0;
     }
   }
   budget_cv_.notify_all();
