@@ -99,13 +99,15 @@ Status SegmentWriter::queue_run() {
 
 Status SegmentWriter::reap(bool all) {
   if (!ring_) return Status::OK();
+  // Tracked from here: io_uring_submit may run a write inline (a FUSE or NFS
+  // backing blocks there), and a stalled dir must show as stalled.
+  auto op = store_->track("write to segment " + std::to_string(id_));
   // Whatever was gathered or prepared but not yet handed to the kernel must
   // go first, or waiting for its completion would never end.
   if (all) KVFS_RETURN_IF_ERROR(queue_run());
   if (int r = io_uring_submit(ring_.get()); r < 0) return Status::FromErrno(-r, "io_uring submit");
   unsigned want = all ? inflight_ : std::min(inflight_, 1u);
   if (want == 0) return Status::OK();
-  auto op = store_->track("write to segment " + std::to_string(id_));
   Status st;
   for (unsigned i = 0; i < want; ++i) {
     io_uring_cqe* cqe = nullptr;
