@@ -63,9 +63,9 @@ struct RamTier::Shard {
     const std::list<Entry>* victims = !lists[kProbation].empty()   ? &lists[kProbation]
                                       : !lists[kProtected].empty() ? &lists[kProtected]
                                                                    : nullptr;
-    if (full && victims &&
-        sketch.estimate(ExtentKeyHash{}(k)) <=
-            sketch.estimate(ExtentKeyHash{}(victims->back().key)) + 1)
+    if (!full || !victims) return kProbation;
+    if (sketch.estimate(ExtentKeyHash{}(k)) <=
+        sketch.estimate(ExtentKeyHash{}(victims->back().key)) + 1)
       return kOnce;
     ++admitted;
     return kProbation;

@@ -26,7 +26,9 @@
 // loads further on want; and a loop over more than RAM holds (every round
 // of every user of a chat reloads its history) keeps a fixed part of it in
 // RAM, where least-recently-used alone would push out each block just
-// before its next use. A hit moves a block from once to probation.
+// before its next use. A hit moves a block from once to probation. The
+// newest once blocks (a 32nd of a shard) are spared a moment, so that the
+// requests of one split read (unaligned, or parallel extents) find them.
 //
 // Thread-safe. Lock order: budget_mu_ before any shard mutex; the tier never
 // calls out while holding either, except the pressure callback, which is
