@@ -38,45 +38,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMiB = 1 << 20;
 
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Polls cond every 20 ms until it holds or `seconds` pass.
-template <typename F>
-bool eventually(F cond, double seconds) {
-  const auto t0 = Clock::now();
-  while (!cond()) {
-    if (since(t0) > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-// One read of a whole file through the daemon (O_DIRECT: not the page
-// cache). Returns the bytes; *err is 0 or the errno of the failed call.
-std::string read_whole(const std::string& path, int* err) {
-  *err = 0;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) {
-    *err = errno;
-    return "";
-  }
-  AlignedBuf buf(kMiB);
-  std::string out;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data, kMiB);
-    if (n < 0) {
-      *err = errno;
-      break;
-    }
-    if (n == 0) break;
-    out.append(buf.data, size_t(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 bool clean_miss(int err) {
   return err == ENOENT || err == EIO || err == ESTALE;
 }
@@ -118,7 +79,7 @@ TEST(PeersFaults, TheSameNamesStoredOnTwoNodesAtOnceReadAsOneWholeVersion) {
       for (int i = 0; i < kNames; ++i) {
         const std::string rel = "p/k" + std::to_string(i);
         int err;
-        const std::string got = read_whole(m->path(rel), &err);
+        const std::string got = read_direct(m->path(rel), &err);
         if (err != 0) {
           if (clean_miss(err)) {
             ++misses;
@@ -175,7 +136,7 @@ TEST(PeersFaults, TheSameNamesStoredOnTwoNodesAtOnceReadAsOneWholeVersion) {
     const std::string node = m == &a ? "a" : "b";
     for (int i = 0; i < kNames; ++i) {
       int err;
-      EXPECT_TRUE(read_whole(m->path("p/k" + std::to_string(i)), &err) ==
+      EXPECT_TRUE(read_direct(m->path("p/k" + std::to_string(i)), &err) ==
                   version(node, i, kRounds - 1))
           << node << " k" << i << ": " << std::strerror(err);
     }
@@ -199,11 +160,11 @@ TEST(PeersFaults, TheSameNamesStoredOnTwoNodesAtOnceReadAsOneWholeVersion) {
   for (int i = 0; i < kNames; ++i) {
     const std::string rel = "p/k" + std::to_string(i);
     int err;
-    const std::string first = read_whole(c.path(rel), &err);
+    const std::string first = read_direct(c.path(rel), &err);
     EXPECT_EQ(err, 0) << rel << ": " << std::strerror(err);
     EXPECT_TRUE(first == version("a", i, kRounds - 1) || first == version("b", i, kRounds - 1))
         << rel << ": " << first.size() << " bytes, not a last version";
-    EXPECT_TRUE(read_whole(c.path(rel), &err) == first) << rel;
+    EXPECT_TRUE(read_direct(c.path(rel), &err) == first) << rel;
   }
 }
 
@@ -262,7 +223,7 @@ TEST(PeersFaults, APeersSegmentsDamagedCutShortOrDeletedByHandAreCleanMisses) {
   for (KvfsMount* m : {&b, &a}) {
     for (const std::string& n : names) {
       int err;
-      const std::string got = read_whole(m->path(n), &err);
+      const std::string got = read_direct(m->path(n), &err);
       EXPECT_TRUE(clean_miss(err) || (m == &a && err == 0 && got == data[n]))
           << (m == &a ? "owner" : "peer") << " " << n << ": "
           << (err ? std::strerror(err) : "read whole")
@@ -287,7 +248,7 @@ TEST(PeersFaults, APeersSegmentsDamagedCutShortOrDeletedByHandAreCleanMisses) {
   EXPECT_TRUE(eventually(
       [&] {
         int err;
-        return read_whole(b.path("after"), &err) == after;
+        return read_direct(b.path("after"), &err) == after;
       },
       10));
 }
@@ -343,7 +304,7 @@ TEST_F(PeerStallTest, ANodeWhoseViewOfTheDirStallsKeepsAnsweringAndCatchesUp) {
   const std::string before = random_bytes(2 * kMiB, 1), later = random_bytes(kMiB + 9, 2);
   ASSERT_TRUE(write_file(a_.path("before"), before));
   int err;
-  ASSERT_TRUE(eventually([&] { return read_whole(b_.path("before"), &err) == before; }, 10));
+  ASSERT_TRUE(eventually([&] { return read_direct(b_.path("before"), &err) == before; }, 10));
   stall();
   ASSERT_TRUE(write_file(a_.path("later"), later));
   RunResult f = run_admin({"flush", a_.mnt(), "--wait"});
@@ -351,7 +312,7 @@ TEST_F(PeerStallTest, ANodeWhoseViewOfTheDirStallsKeepsAnsweringAndCatchesUp) {
   // b answers: its RAM copy of a's file, a name it does not know yet, its
   // stats, each within the deadline.
   auto t0 = Clock::now();
-  EXPECT_EQ(read_whole(b_.path("before"), &err), before) << std::strerror(err);
+  EXPECT_EQ(read_direct(b_.path("before"), &err), before) << std::strerror(err);
   EXPECT_LT(since(t0), kIoTimeout + kSlack);
   t0 = Clock::now();
   struct stat st;
@@ -367,7 +328,7 @@ TEST_F(PeerStallTest, ANodeWhoseViewOfTheDirStallsKeepsAnsweringAndCatchesUp) {
       3 * (kIoTimeout + kSlack)));
   resume();
   // Once the dir answers, b catches up with what a wrote meanwhile.
-  EXPECT_TRUE(eventually([&] { return read_whole(b_.path("later"), &err) == later; }, 15))
+  EXPECT_TRUE(eventually([&] { return read_direct(b_.path("later"), &err) == later; }, 15))
       << std::strerror(err) << "\n"
       << b_.log_tail(4096);
 }

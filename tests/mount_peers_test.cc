@@ -311,7 +311,9 @@ TEST(Peers, ANodeGoneForGoodIsRetiredIntoALiveOneWithKvfsAdmin) {
   const auto nj = nlohmann::json::parse(nodes.output, nullptr, false);
   ASSERT_FALSE(nj.is_discarded()) << nodes.output;
   for (const auto& n : nj["nodes"])
-    if (n["node"] == "a") EXPECT_EQ(n["segments"].get<uint64_t>(), 0u) << nodes.output;
+    if (n["node"] == "a") {
+      EXPECT_EQ(n["segments"].get<uint64_t>(), 0u) << nodes.output;
+    }
   // They outlive b's restart: b's own files, in its index.
   b.unmount();
   ASSERT_TRUE(b.mount_ok("node_id=b,segment_size=4M"));

@@ -40,49 +40,10 @@ constexpr double kIoTimeout = 2.0;
 constexpr double kSlack = 4.0;
 const std::string kOpts = "io_timeout=2,ram_prefault=0";
 
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Polls cond every 20 ms until it holds or `seconds` pass.
-template <typename F>
-bool eventually(F cond, double seconds) {
-  const auto t0 = Clock::now();
-  while (!cond()) {
-    if (since(t0) > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 std::string slurp_file(const std::string& path) {
   std::string s;
   (void)read_file(path, &s);
   return s;
-}
-
-// Reads a whole file with O_DIRECT (the daemon's bytes, not the page cache).
-// Returns the bytes, or sets *err to the errno of the first failed call.
-std::string read_direct(const std::string& path, int* err) {
-  *err = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) {
-    *err = errno;
-    return "";
-  }
-  AlignedBuf buf(kMiB);
-  std::string out;
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data, kMiB);
-    if (n < 0) {
-      *err = errno;
-      break;
-    }
-    if (n == 0) break;
-    out.append(buf.data, size_t(n));
-  }
-  ::close(fd);
-  return out;
 }
 
 bool backing_stalled(const std::string& mnt) {

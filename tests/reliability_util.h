@@ -1,7 +1,8 @@
 // Helpers shared by the reliability mount tests (integrity tools, races,
-// injected faults): self-describing file contents, whole-file reads that
-// report short reads, the daemon's stats through the control file, and a
-// first-error collector for worker threads.
+// injected faults, stalls): self-describing file contents, whole-file reads
+// that report short reads, the daemon's stats through the control file,
+// polling a condition with a deadline, and a first-error collector for
+// worker threads.
 #pragma once
 
 #include <fcntl.h>
@@ -11,12 +12,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "core/control_client.h"
 #include "tests/mount_fixture.h"
@@ -85,6 +88,47 @@ inline ssize_t read_whole(int fd, char* buf, size_t cap) {
 
 // One request to the daemon at mnt; a failure of the exchange itself comes
 // back as an error reply, so that a test's expectation on the reply reports it.
+// Seconds since t.
+inline double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Polls cond every 20 ms until it holds or `seconds` pass.
+template <typename F>
+bool eventually(F cond, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!cond()) {
+    if (since(t0) > seconds) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Reads a whole file with O_DIRECT (the daemon's bytes, not the page cache).
+// Returns the bytes, or sets *err to the errno of the first failed call.
+inline std::string read_direct(const std::string& path, int* err) {
+  *err = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  constexpr size_t kChunk = 1 << 20;
+  AlignedBuf buf(kChunk);
+  std::string out;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data, kChunk);
+    if (n < 0) {
+      *err = errno;
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf.data, size_t(n));
+  }
+  ::close(fd);
+  return out;
+}
+
 inline nlohmann::json control(const std::string& mnt, const std::string& request) {
   auto r = control::request(control::control_path(mnt), request);
   if (!r.ok()) return nlohmann::json{{"error", r.status().ToString()}};
