@@ -15,14 +15,17 @@
 #      rename and the mkdirs' round trips per chunk).
 #   3. A 128-chunk prefix read cold (kvfs remounted: RAM empty; plain:
 #      never cached, O_DIRECT), chunk after chunk by one loader, as GB/s and
-#      as a share of the preset's link bandwidth.
+#      as a share of the preset's link bandwidth; then the same with prefixes
+#      of SMALL_TOTAL bytes in smaller chunks (SMALL_SIZES), where a plain
+#      dir's lookup and open per chunk count against the transfer.
 # Writes OUT/cold-PRESET.{jsonl,md}.
 #
 #   sudo bench/run_cold.sh [BUILD_DIR]
 #
 # Environment: EMU (preset, default lan-nfs), RUNS (3), CHUNKS (64), RAM
-# (1G), BIG_RAM (4G), PREFIX (128), WORK (/var/tmp/kvfs-cold), KVFS_OPTS,
-# OUT (bench/results). Root, /dev/fuse, fusermount3. About 5 min at the
+# (1G), BIG_RAM (4G), PREFIX (128), SMALL_SIZES ("2359296 524288"),
+# SMALL_TOTAL (512 MiB), WORK (/var/tmp/kvfs-cold), KVFS_OPTS, OUT
+# (bench/results). Root, /dev/fuse, fusermount3. About 6 min at the
 # defaults.
 set -euo pipefail
 
@@ -36,6 +39,12 @@ CHUNKS=${CHUNKS:-64}
 RAM=${RAM:-1G}
 BIG_RAM=${BIG_RAM:-4G}
 PREFIX=${PREFIX:-128}
+# Prefixes of smaller chunks, SMALL_TOTAL bytes each: 16-token blocks of
+# the same model (2.25 MiB) and 512 KiB (the multi-round QA replay's chunk,
+# a 16-token block of a 1B-class model), where a plain dir's lookup and
+# open per chunk weigh against the transfer.
+SMALL_SIZES=${SMALL_SIZES:-2359296 524288}
+SMALL_TOTAL=${SMALL_TOTAL:-536870912}
 WORK=${WORK:-/var/tmp/kvfs-cold}
 OUT=${OUT:-$here/bench/results}
 SIZE=37748736 # one 256-token chunk of Qwen3-8B in bf16
@@ -97,6 +106,19 @@ for run in $(seq "$RUNS"); do
   mount_kvfs "$RAM" capacity=100G
   one "kvfs-$RAM" "$run" read36 "$KMNT" --file p/c --size $SIZE --count "$PREFIX" --iters 1 --warmup 0
   umount_kvfs
+  for small in $SMALL_SIZES; do
+    n=$((SMALL_TOTAL / small))
+    log "run $run: a $n-chunk prefix of $small-byte chunks read cold"
+    fresh_emu
+    one direct-write "$run" write "$DIRECT" --file s/c --size "$small" --count "$n" --direct 1
+    one direct "$run" read36 "$DIRECT" --file s/c --size "$small" --count "$n" --iters 1 --warmup 0
+    mount_kvfs "$RAM" capacity=100G
+    one kvfs-write "$run" write "$KMNT" --file s/c --size "$small" --count "$n" --sync
+    umount_kvfs
+    mount_kvfs "$RAM" capacity=100G
+    one "kvfs-$RAM" "$run" read36 "$KMNT" --file s/c --size "$small" --count "$n" --iters 1 --warmup 0
+    umount_kvfs
+  done
 done
 elapsed=$((SECONDS - start))
 bw=$(jget "$(emu_stats "$EMU_K")" bw_mbps)
@@ -130,11 +152,16 @@ for what, key in (("store GB/s", "store_gbps"), ("load GB/s", "load_gbps")):
     d, k, b = vals("direct", "vllm", key), vals(f"kvfs-{ram}", "vllm", key), vals(f"kvfs-{big}", "vllm", key)
     print(f"| {what} | {cell(d)} | {cell(k)} | {ratio(k, d)} | {cell(b)} | {ratio(b, d)} |")
 print()
-d, k = vals("direct", "read36", "total_gbps"), vals(f"kvfs-{ram}", "read36", "total_gbps")
-print(f"| {prefix}-chunk prefix read cold, one loader | direct | kvfs ram_size={ram} | kvfs/direct |")
-print("|---|---|---|---|")
-print(f"| GB/s | {cell(d)} | {cell(k)} | {ratio(k, d)} |")
-print(f"| share of the link ({link:.2f} GB/s) | {med(d) / link:.2f} | {med(k) / link:.2f} | - |")
+def prefix(setup, size):
+    return [r["total_gbps"] for r in rows
+            if r["setup"] == setup and r["cmd"] == "read36" and r["size"] == size]
+print(f"| a prefix read cold, one loader, one chunk after another | direct GB/s | kvfs ram_size={ram} GB/s | kvfs/direct | share of the link ({link:.2f} GB/s): direct / kvfs |")
+print("|---|---|---|---|---|")
+for size in sorted({r["size"] for r in rows if r["cmd"] == "read36"}, reverse=True):
+    d, k = prefix("direct", size), prefix(f"kvfs-{ram}", size)
+    n = next(r["files"] for r in rows if r["cmd"] == "read36" and r["size"] == size)
+    print(f"| {n} chunks of {size / 1048576:g} MiB | {cell(d)} | {cell(k)} | {ratio(k, d)} "
+          f"| {med(d) / link:.2f} / {med(k) / link:.2f} |")
 print()
 print(f"Raw JSON lines: {raw.split('/bench/')[-1]}")
 EOF
