@@ -86,8 +86,6 @@ inline ssize_t read_whole(int fd, char* buf, size_t cap) {
   }
 }
 
-// One request to the daemon at mnt; a failure of the exchange itself comes
-// back as an error reply, so that a test's expectation on the reply reports it.
 // Seconds since t.
 inline double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -129,6 +127,8 @@ inline std::string read_direct(const std::string& path, int* err) {
   return out;
 }
 
+// One request to the daemon at mnt; a failure of the exchange itself comes
+// back as an error reply, so that a test's expectation on the reply reports it.
 inline nlohmann::json control(const std::string& mnt, const std::string& request) {
   auto r = control::request(control::control_path(mnt), request);
   if (!r.ok()) return nlohmann::json{{"error", r.status().ToString()}};
