@@ -255,4 +255,26 @@ AlignedBuf::~AlignedBuf() {
   std::free(data);
 }
 
+std::string read_direct(const std::string& path, int* err) {
+  *err = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  AlignedBuf buf(1 << 20);
+  std::string out;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data, buf.size);
+    if (n < 0) {
+      *err = errno;
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf.data, size_t(n));
+  }
+  ::close(fd);
+  return out;
+}
+
 }  // namespace kvfs::test

@@ -92,5 +92,9 @@ struct AlignedBuf {
   char* data;
   size_t size;
 };
+// Reads a whole file with O_DIRECT (the daemon's bytes, not the page
+// cache), 1 MiB at a time. Returns the bytes; *err is 0 or the errno of the
+// first failed call.
+std::string read_direct(const std::string& path, int* err);
 
 }  // namespace kvfs::test

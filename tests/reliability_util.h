@@ -102,31 +102,6 @@ bool eventually(F cond, double seconds) {
   return true;
 }
 
-// Reads a whole file with O_DIRECT (the daemon's bytes, not the page cache).
-// Returns the bytes, or sets *err to the errno of the first failed call.
-inline std::string read_direct(const std::string& path, int* err) {
-  *err = 0;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) {
-    *err = errno;
-    return "";
-  }
-  constexpr size_t kChunk = 1 << 20;
-  AlignedBuf buf(kChunk);
-  std::string out;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data, kChunk);
-    if (n < 0) {
-      *err = errno;
-      break;
-    }
-    if (n == 0) break;
-    out.append(buf.data, size_t(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 // One request to the daemon at mnt; a failure of the exchange itself comes
 // back as an error reply, so that a test's expectation on the reply reports it.
 inline nlohmann::json control(const std::string& mnt, const std::string& request) {
