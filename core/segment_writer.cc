@@ -167,7 +167,10 @@ Status SegmentWriter::append(RecordType type, std::vector<RecordEntry>& entries,
   const uint64_t start = off_;
   // io_uring_submit may run a write inline (a FUSE or NFS backing blocks there).
   auto op = store_->track("write to segment " + std::to_string(id_));
-  Status st = preallocate(pos);
+  // Only data is written ahead of a preallocation: a metadata record (a page
+  // or two, written without waiting for room under the cap) would otherwise
+  // take a whole step, a new segment's first record 4 MiB of it.
+  Status st = blocks.empty() ? Status::OK() : preallocate(pos);
   if (st.ok()) st = submit(hp, head_len, start);
   for (size_t i = 0; st.ok() && i < blocks.size(); ++i) {
     st = submit(blocks[i].buf->data(), align_up(blocks[i].len), offs[i]);

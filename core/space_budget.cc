@@ -98,13 +98,28 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
       granted = granted || try_grant(bytes);
       return granted || stop_ || passes_ >= start + 2;
     };
+    const uint64_t released = releases_;
     wait_serving(l, round_end, done, serve);
     if (granted || passes_ < start + 2) break;  // room, or the evictor is stuck
     // Progress is what the passes evicted, copied or deleted, as they report
     // it: evicted files' segments empty out over the next passes. (Not the
     // bytes used: another flusher's writes meanwhile would hide what a pass
     // freed, and refuse room eviction was making.)
-    if (progress_passes_ == progress) break;  // whole passes freed nothing
+    if (progress_passes_ != progress || releases_ != released) continue;
+    // Whole passes freed nothing. Another flush's batch still being written
+    // may change that: once on disk, its files may be evicted (a small
+    // grace), and its grant's padding is given back. Wait for it (its
+    // writes are bounded by io_timeout, this wait by give_up) before giving
+    // up; with nothing in flight, give up.
+    if (inflight_.load() == 0) break;
+    wait_serving(
+        l, std::min(deadline, std::chrono::steady_clock::now() + limits_.round),
+        [&] {
+          granted = granted || try_grant(bytes);
+          return granted || stop_ || releases_ != released;
+        },
+        serve);
+    if (granted) break;
   }
   l.unlock();
   wanted_ -= bytes;
@@ -119,6 +134,11 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
 
 void SpaceBudget::release(uint64_t bytes) {
   inflight_.fetch_sub(bytes);
+  {
+    std::lock_guard l(mu_);
+    ++releases_;
+  }
+  room_cv_.notify_all();
 }
 
 SpaceBudget::Demand SpaceBudget::next_pass(std::chrono::milliseconds period) {

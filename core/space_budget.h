@@ -9,7 +9,8 @@
 //
 // A flush asks for room before it writes (wait_for_room); when there is none,
 // the budget wakes the evictor (whose thread waits in next_pass) and waits
-// for its passes, giving up (AtCapacity) once a whole pass frees nothing. The
+// for its passes, giving up (AtCapacity) once a whole pass frees nothing and
+// no other flush's grant given back meanwhile could have changed that. The
 // backing filesystem's own ENOSPC (backing_full) makes the next pass evict
 // below what is used, since the filesystem is smaller than the cap.
 //
@@ -58,9 +59,9 @@ class SpaceBudget {
 
   // --- flush side ---
   // OK once `bytes` more fit under capacity + slack (a grant, held until
-  // release); AtCapacity if the passes could not make room, or the budget
-  // is stopped. While it waits it calls serve every 100 ms with no lock
-  // held: the pass it waits for may be waiting for what serve writes.
+  // release); AtCapacity if the passes could not make room (and no grant in
+  // flight was given back while they ran), or the budget is stopped. While it waits it calls serve
+  // every 100 ms with no lock held: the pass it waits for may be waiting for what serve writes.
   Status wait_for_room(uint64_t bytes, const std::function<void()>& serve);
   void release(uint64_t bytes);
   // Room held outside the gate (the evictor's copies forward): counted like
@@ -102,6 +103,8 @@ class SpaceBudget {
   // Room granted to flushes in progress plus room waiting flushes ask for:
   // a pass must make room for it too.
   uint64_t pending() const { return inflight_.load() + wanted_.load(); }
+  // Of that, the room waiting flushes ask for.
+  uint64_t wanted() const { return wanted_.load(); }
   uint64_t refusals() const { return refusals_.load(); }
 
   // Wakes every waiter; later waits return at once.
@@ -128,6 +131,7 @@ class SpaceBudget {
   bool stop_ = false;                // guarded by mu_
   bool asked_ = false;               // guarded by mu_: a pass is asked for
   bool full_ = false;                // guarded by mu_: backing fs said ENOSPC
+  uint64_t releases_ = 0;            // guarded by mu_: grants given back
   uint64_t passes_ = 0;              // guarded by mu_
   uint64_t progress_passes_ = 0;     // guarded by mu_: passes that freed something
 };

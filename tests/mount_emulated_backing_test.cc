@@ -56,14 +56,6 @@ class EmuMount {
   pid_t pid_ = -1;
 };
 
-bool fsync_dir(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
-}
-
 TEST(MountEmulatedBacking, SegmentsOnEmulatedNfs) {
 #ifndef NFSEMU_BIN
   GTEST_SKIP() << "nfsemu is not built (KVFS_BENCH=OFF)";

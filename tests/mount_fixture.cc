@@ -248,6 +248,14 @@ bool read_file(const std::string& path, std::string* out, int extra_flags) {
   return n == 0;
 }
 
+bool fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
 AlignedBuf::AlignedBuf(size_t n) : data(nullptr), size(n) {
   if (posix_memalign(reinterpret_cast<void**>(&data), 4096, n ? n : 4096) != 0) data = nullptr;
 }

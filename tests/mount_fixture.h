@@ -85,6 +85,8 @@ std::string check_all(const KvfsMount& m, const std::map<std::string, std::strin
 std::string random_bytes(size_t n, uint64_t seed);
 bool write_file(const std::string& path, const std::string& data, int extra_flags = 0);
 bool read_file(const std::string& path, std::string* out, int extra_flags = 0);
+// fsync of a directory: kvfs flushes every dirty file (like syncfs).
+bool fsync_dir(const std::string& dir);
 // Aligned buffer for O_DIRECT.
 struct AlignedBuf {
   explicit AlignedBuf(size_t n);

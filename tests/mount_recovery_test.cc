@@ -86,15 +86,6 @@ std::string write_sync(const std::string& path, const std::string& data, bool fs
   return "";
 }
 
-// fsync of a directory: kvfs flushes every dirty file (like syncfs).
-bool fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // "absent", "exact", or a description of what is wrong.
 std::string absent_or_exact(const std::string& path, const std::string& want) {
   struct stat st;

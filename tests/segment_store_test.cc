@@ -104,6 +104,31 @@ TEST_F(SegmentStoreTest, SyncedBlocksReadBackAndAreListed) {
   EXPECT_FALSE(store_->list()[0].open);
 }
 
+TEST_F(SegmentStoreTest, AMetadataRecordTakesItsOwnSizeNotAPreallocationStep) {
+  // Metadata records never wait for room under the cap: a new segment
+  // opened for one must not take a preallocation step (4 MiB) of it.
+  auto w = store_->new_writer();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  RecordEntry e;
+  e.kind = EntryKind::kTombstone;
+  e.snap.ino = 9;
+  e.snap.seq = 9;
+  std::vector<RecordEntry> es{e};
+  ASSERT_TRUE((*w)->append(RecordType::kMeta, es, {}, nullptr).ok());
+  ASSERT_TRUE((*w)->sync().ok());
+  auto l = store_->list();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(l[0].open);
+  EXPECT_EQ(l[0].bytes, (*w)->size());
+  EXPECT_EQ(store_->segment_bytes(), (*w)->size());
+  EXPECT_EQ(fs::file_size(l[0].path), (*w)->size());
+  EXPECT_LT((*w)->size(), uint64_t(64) << 10);
+  // Data after it is still written ahead of a preallocation.
+  write_file(**w, 7, {block(4096, 'a')}, 4096);
+  ASSERT_TRUE((*w)->sync().ok());
+  EXPECT_GE(fs::file_size(l[0].path), store_->prealloc_step());
+}
+
 TEST_F(SegmentStoreTest, ADamagedBlockIsCorruptionNeverOtherBytes) {
   auto w = store_->new_writer();
   ASSERT_TRUE(w.ok());

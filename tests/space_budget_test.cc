@@ -128,6 +128,39 @@ TEST(SpaceBudgetTest, GivesUpOnceAWholePassFreesNothing) {
   evictor.join();
 }
 
+TEST(SpaceBudgetTest, AFlushWaitsForAnotherFlushInFlightBeforeGivingUp) {
+  // Two flushers under a small cap: one's batch is granted and being
+  // written (slowly: an NFS round trip, a busy CPU), the other asks for more
+  // than is left. Passes free nothing meanwhile (what could go is in the
+  // batch being written), but the batch's end changes that: it must not be
+  // refused before then (it was, and its client saw ENOSPC).
+  Usage u;
+  u.used = 4 * kMiB;
+  SpaceBudget b(limits(10 * kMiB), &u);
+  ASSERT_TRUE(b.wait_for_room(5 * kMiB, [] {}).ok());  // the batch in flight
+  std::atomic<int> passes{0};
+  std::thread evictor = periodic_passes(b, [&] {
+    ++passes;
+    return false;
+  });
+  std::atomic<bool> done{false};
+  Status st;
+  std::thread asker([&] {
+    st = b.wait_for_room(4 * kMiB, [] {});
+    done = true;
+  });
+  // Well past the two passes that used to end the wait.
+  while (passes.load() < 6 && !done.load()) std::this_thread::yield();
+  EXPECT_FALSE(done.load()) << "refused while another flush was in flight";
+  // The batch is written and its grant given back. (The bytes used stay at
+  // 4 MiB: the batch added 4 and a pass evicted 4 older ones.)
+  b.release(5 * kMiB);
+  asker.join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  b.stop();
+  evictor.join();
+}
+
 TEST(SpaceBudgetTest, AFlushWaitsWhilePassesEvictThoughOtherFlushesFillWhatTheyFree) {
   // Each pass evicts files, but another flusher's writes take as much as it
   // frees, so the bytes used do not drop for a while: the waiting flush goes
