@@ -281,11 +281,6 @@ void Evictor::pass(bool backing_full) {
   // watermark and the cap: they never make a live file go. When the
   // flushes need that room, the oldest go first, before any live file.
   if (disk + pending > cap) segs_deleted_ += segs.delete_retired(now, disk + pending - cap);
-  // Live files go only for the room waiting flushes ask for. Room granted
-  // to flushes in progress was there when granted, and their batches enter
-  // the segments' sizes as they are written: counted again, under a small
-  // cap, two flushers' grants made passes evict the files just flushed.
-  const uint64_t wanted = p_.budget->wanted();
   const uint64_t used = segs.segment_bytes();
   if (backing_full) cap = std::min(cap, used);  // the filesystem is smaller than the cap
   // Room was made: writers refused for lack of it may go again.
@@ -295,9 +290,9 @@ void Evictor::pass(bool backing_full) {
     p_.ram->set_flush_error(Status::OK());
     p_.flusher->retry_now();
   };
-  if (used + wanted <= cap * p_.cfg->high_watermark && !backing_full) return room_made();
+  if (used + pending <= cap * p_.cfg->high_watermark && !backing_full) return room_made();
   const uint64_t low = static_cast<uint64_t>(cap * p_.cfg->low_watermark);
-  const uint64_t target = low > wanted ? low - wanted : 0;
+  const uint64_t target = low > pending ? low - pending : 0;
   // Space, not live data, is what must fit: each round evicts the least
   // recently used files worth the excess, then reclaims the segments they
   // leave empty or sparse, until the segments fit under the low watermark.

@@ -103,8 +103,6 @@ class SpaceBudget {
   // Room granted to flushes in progress plus room waiting flushes ask for:
   // a pass must make room for it too.
   uint64_t pending() const { return inflight_.load() + wanted_.load(); }
-  // Of that, the room waiting flushes ask for.
-  uint64_t wanted() const { return wanted_.load(); }
   uint64_t refusals() const { return refusals_.load(); }
 
   // Wakes every waiter; later waits return at once.

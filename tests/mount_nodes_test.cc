@@ -279,9 +279,10 @@ TEST(Nodes, ANodesEvictionNeverTouchesAnotherNodesSegments) {
       EXPECT_EQ(check_all(b, on_b), "") << "after a wrote " << n;
     }
   }
-  // a's own files left read back whole. (Which ones is the LRU's choice:
-  // with no grace, the newest flushed file may go to make room for older
-  // ones still being flushed.) One listed may still go before it is read.
+  // a's own files left read back whole. (Which ones, and how many, is the
+  // evictor's choice: with no grace, and two flushers' grants a large part
+  // of so small a cap, passes may leave none.) One listed may still go
+  // before it is read.
   ASSERT_TRUE(fsync_dir(a.mnt()));
   int kept = 0;
   for (const auto& e : fs::directory_iterator(a.mnt())) {
@@ -295,7 +296,7 @@ TEST(Nodes, ANodesEvictionNeverTouchesAnotherNodesSegments) {
     EXPECT_TRUE(got == content(n, 4 * kMiB)) << n;
     ++kept;
   }
-  EXPECT_GT(kept, 0);
+  RecordProperty("a_files_kept", kept);
   EXPECT_NE(::access(a.path("f0").c_str(), F_OK), 0) << "a evicted nothing";
   a.unmount();
   // b's segments are as b left them, and b's files come back from them.
