@@ -60,8 +60,9 @@ class SpaceBudget {
   // --- flush side ---
   // OK once `bytes` more fit under capacity + slack (a grant, held until
   // release); AtCapacity if the passes could not make room (and no grant in
-  // flight was given back while they ran), or the budget is stopped. While it waits it calls serve
-  // every 100 ms with no lock held: the pass it waits for may be waiting for what serve writes.
+  // flight was given back while they ran), or the budget is stopped. While
+  // it waits it calls serve every 100 ms with no lock held: the pass it
+  // waits for may be waiting for what serve writes.
   Status wait_for_room(uint64_t bytes, const std::function<void()>& serve);
   void release(uint64_t bytes);
   // Room held outside the gate (the evictor's copies forward): counted like
