@@ -473,6 +473,9 @@ int cmd_mrqa(const std::string& dir, Args& a) {
     add_kvfs_delta(j, *st0, *st1, "kvfs_peer_read_bytes", "peers.read_bytes");
     add_kvfs_delta(j, *st0, *st1, "kvfs_ram_evicted_blocks", "ram.evicted_blocks");
     add_kvfs_delta(j, *st0, *st1, "kvfs_backpressure_waits", "ram.backpressure_waits");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_prefetch_read_bytes", "prefetch.read_bytes");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_window_read_bytes", "prefetch.window_read_bytes");
+    add_kvfs_delta(j, *st0, *st1, "kvfs_window_hit_bytes", "prefetch.window_hit_bytes");
     j.add("kvfs_backing_segments", static_cast<uint64_t>(jnum(*st2, "backing.segments")));
     j.add("kvfs_ram_used_bytes", static_cast<uint64_t>(jnum(*st1, "ram.used_bytes")));
     j.add("kvfs_files", static_cast<uint64_t>(jnum(*st2, "files")));

@@ -57,7 +57,11 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
                              " only; give a smaller segment_size or an explicit capacity");
   }
   s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
-  s->data_ = std::make_unique<FileData>(s->ram_.get(), s->segs_.get());
+  s->windows_ = std::make_unique<SegmentWindows>(
+      s->segs_.get(), cfg.segment_readahead,
+      SegmentWindows::max_bytes_for(cfg.prefetch_bytes, cfg.ram_size));
+  s->windows_->start();
+  s->data_ = std::make_unique<FileData>(s->ram_.get(), s->segs_.get(), s->windows_.get());
   SpaceBudget::Limits lim;
   lim.capacity = s->cfg_.capacity;
   lim.high_watermark = cfg.high_watermark;
@@ -111,6 +115,7 @@ Status BlockStore::Close() {
   Status st;
   if (peers_) peers_->stop();
   if (prefetch_) prefetch_->stop();
+  if (windows_) windows_->stop();
   if (evictor_) evictor_->stop();
   if (flusher_) st = flusher_->stop();
   if (!st.ok()) {

@@ -88,6 +88,7 @@
 #include "core/ram_tier.h"
 #include "core/record.h"
 #include "core/recovery.h"
+#include "core/segment_windows.h"
 #include "core/status.h"
 
 namespace kvfs {
@@ -141,6 +142,7 @@ struct StoreStats {
   uint64_t backing_reads = 0, backing_read_bytes = 0;
   uint64_t joined_reads = 0;  // cold reads that shared one read in flight
   PrefetchStats prefetch;
+  SegmentWindowStats windows;
   uint64_t flushed_files = 0, flushed_bytes = 0, flush_batches = 0;
   uint64_t checksum_errors = 0, io_errors = 0, enospc_errors = 0;
   uint64_t dropped_files = 0;
@@ -267,6 +269,7 @@ class BlockStore {
   double evict_grace() const;
   Status set_io_timeout(double seconds);
   Status set_prefetch(uint64_t bytes);
+  Status set_segment_readahead(uint64_t bytes);
   double io_timeout() const;
   BackingIoStats backing_io_stats() const;
   uint64_t capacity() const;
@@ -350,6 +353,7 @@ class BlockStore {
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<Index> index_;
   std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<SegmentWindows> windows_;  // before data_, which reads through it
   std::unique_ptr<FileData> data_;
   std::unique_ptr<Prefetcher> prefetch_;
   std::unique_ptr<SpaceBudget> budget_;

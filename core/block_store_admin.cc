@@ -45,6 +45,7 @@ StoreStats BlockStore::stats() {
   st.backing_reads = data_->backing_reads();
   st.joined_reads = data_->joined_reads();
   st.prefetch = prefetch_->stats();
+  st.windows = windows_->stats();
   st.backing_read_bytes = data_->backing_read_bytes();
   st.flushed_files = flusher_->flushed_files();
   st.flushed_bytes = flusher_->flushed_bytes();
@@ -154,6 +155,7 @@ StoreConfig BlockStore::live_config() const {
   c.evict_grace_s = evict_grace();
   c.io_timeout_s = io_timeout();
   c.prefetch_bytes = prefetch_->budget();
+  c.segment_readahead = windows_->readahead();
   c.node_id = node_id();
   return c;
 }
@@ -203,7 +205,17 @@ Status BlockStore::set_prefetch(uint64_t bytes) {
   c.prefetch_bytes = bytes;
   KVFS_RETURN_IF_ERROR(c.validate());
   prefetch_->set_budget(bytes);
+  windows_->set_max_bytes(SegmentWindows::max_bytes_for(bytes, c.ram_size));
   spdlog::info("prefetch set to {}", format_size(bytes));
+  return Status::OK();
+}
+
+Status BlockStore::set_segment_readahead(uint64_t bytes) {
+  StoreConfig c = live_config();
+  c.segment_readahead = bytes;
+  KVFS_RETURN_IF_ERROR(c.validate());
+  windows_->set_readahead(bytes);
+  spdlog::info("segment_readahead set to {}", format_size(bytes));
   return Status::OK();
 }
 

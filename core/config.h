@@ -35,6 +35,9 @@ struct StoreConfig {
   // at most (0 turns it off), and the threads that keep them in flight.
   uint64_t prefetch_bytes = 256ull << 20;  // 256 MiB
   unsigned prefetch_threads = 8;
+  // Read-ahead along a segment past a cold file's end (segment_windows.h):
+  // bytes ahead at most, in 1 MiB windows (0 turns it off).
+  uint64_t segment_readahead = 6ull << 20;  // 6 MiB
 
   // A segment file is closed and a new one started past this size.
   uint64_t segment_size = 256ull << 20;  // 256 MiB

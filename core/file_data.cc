@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/ram_tier.h"
 #include "core/segment_store.h"
+#include "core/segment_windows.h"
 
 namespace kvfs {
 namespace {
@@ -234,10 +235,16 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
       return Status::OK();
     }
     f = std::make_shared<Flight>();
+    f->ino = ino;
+    f->prefetch = prefetch;
     flights_.emplace(key, f);
   }
   BufRef b = BufferPool::allocate(align_up(ext.len));
-  Status st = segs_->read_extent(ext, b);
+  // A window read ahead along the segment may hold the bytes (checked
+  // against ext's hash there); else read the extent itself.
+  Status st;
+  const bool from_window = windows_ && windows_->take(ext, b->data());
+  if (!from_window) st = segs_->read_extent(ext, b);
   backing_reads_.fetch_add(1, std::memory_order_relaxed);
   if (!st.ok()) {
     (st.code() == Status::Code::kCorruption ? checksum_errors_ : read_errors_).fetch_add(1);
@@ -252,6 +259,7 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
     ram_->insert(key, b, prefetch ? RamTier::Admit::kPrefetch : RamTier::Admit::kRead);
   }
   bool joined;
+  bool others_ahead = false;  // another file's blocks are being read ahead
   {
     std::lock_guard l(flight_mu_);
     f->done = true;
@@ -259,10 +267,21 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
     f->buf = b;
     joined = f->joined;
     flights_.erase(key);
+    if (windows_)
+      for (const auto& [k, o] : flights_)
+        if (o->prefetch && o->ino != ino) others_ahead = true;
   }
   flight_cv_.notify_all();
   // A client took the bytes straight from this read: the prefetch was used.
   if (prefetch && joined && st.ok()) ram_->claim_prefetched(key);
+  // Read along the segment when a client waited for this block (its own
+  // cold read, or a read-ahead it caught up with: read-ahead within files
+  // is not enough for it) or the windows had it (they keep up: go on).
+  // Not while other files are being read ahead: a client that looked its
+  // whole prefix up first has the link busy with exactly its files, and a
+  // window past the prefix would only slow them.
+  if (windows_ && st.ok() && (!prefetch || joined || from_window) && !others_ahead)
+    windows_->after_read(ext);
   if (st.ok()) *out = std::move(b);
   return st;
 }

@@ -11,7 +11,8 @@
 // always agree with the slots.
 //
 // Thread-safe. The _locked methods require the inode's mu; read_block takes
-// only flight_mu_ (then the RAM tier's shard mutexes), never across the read.
+// only flight_mu_ (then the RAM tier's shard mutexes), never across the read,
+// and the windows' mutex (a leaf) with neither held.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,7 @@
 namespace kvfs {
 
 class SegmentStore;
+class SegmentWindows;
 
 // Keeps the bytes between len and the next 4 KiB boundary zero, so a block
 // can be written to a segment as whole pages without leaking stale memory.
@@ -37,7 +39,9 @@ void zero_tail(Buffer& b, uint32_t len);
 
 class FileData {
  public:
-  FileData(RamTier* ram, SegmentStore* segs) : ram_(ram), segs_(segs) {}
+  // windows: read-ahead along the segments, or null.
+  FileData(RamTier* ram, SegmentStore* segs, SegmentWindows* windows = nullptr)
+      : ram_(ram), segs_(segs), windows_(windows) {}
 
   // The inode's metadata and the extents of its clean blocks.
   static InodeSnapshot snapshot_locked(const Inode& in, uint64_t parent, std::string_view name);
@@ -104,11 +108,14 @@ class FileData {
  private:
   RamTier* const ram_;
   SegmentStore* const segs_;
+  SegmentWindows* const windows_;
   std::atomic<uint64_t> backing_reads_{0}, backing_read_bytes_{0};
   std::atomic<uint64_t> checksum_errors_{0}, read_errors_{0}, joined_reads_{0};
   // Extents being read now. Lock order: flight_mu_ -> RamTier's shard
   // mutexes (nothing else is taken under it).
   struct Flight {
+    uint64_t ino = 0;
+    bool prefetch = false;
     bool done = false;
     bool joined = false;  // a client waited for it
     Status st;

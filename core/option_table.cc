@@ -36,6 +36,10 @@ const std::vector<StoreOption> kStoreOptions = {
     {{"prefetch_threads", OptType::kCount, "8", 1, 64, false,
       "reads ahead in flight at once (fills a high-latency link)"},
      [](StoreConfig& c) -> FieldRef { return &c.prefetch_threads; }},
+    {{"segment_readahead", OptType::kSize, "6M", 0, 8 * kMiB, true,
+      "after a client waited for a cold file's end, read this far ahead along its segment (the "
+      "files it stored next), while no other read-ahead is in flight (0 = off)"},
+     [](StoreConfig& c) -> FieldRef { return &c.segment_readahead; }},
     {{"segment_size", OptType::kSize, "256M", 4 * kMiB, 64 * kGiB, false,
       "a segment file is closed past this size"},
      [](StoreConfig& c) -> FieldRef { return &c.segment_size; }},

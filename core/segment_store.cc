@@ -160,6 +160,31 @@ Status SegmentStore::read_extent(const Extent& ext, const BufRef& dst) {
   return io_->run("read of segment " + std::to_string(ext.seg), std::move(body));
 }
 
+Status SegmentStore::read_range(uint64_t id, uint64_t off, size_t len, const BufRef& dst,
+                                size_t* got) {
+  *got = 0;
+  if (!dst || dst->capacity() < len || off % kAlign || len % kAlign)
+    return Status::Invalid("unaligned segment range read");
+  // As read_extent: the call owns the buffer and the count it fills.
+  auto n = std::make_shared<size_t>(0);
+  auto body = [this, id, off, len, dst, n]() -> Status {
+    auto f = read_fd(id);
+    if (!f.ok()) return f.status();
+    while (*n < len) {
+      const ssize_t r = ::pread((*f)->fd, dst->data() + *n, len - *n, static_cast<off_t>(off + *n));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Status::FromErrno(errno, "read segment " + (*f)->name);
+      if (r == 0) break;
+      *n += static_cast<size_t>(r);
+      if (*n % kAlign) break;  // the file's end (O_DIRECT reads go on in pages)
+    }
+    return Status::OK();
+  };
+  Status st = io_ ? io_->run("read ahead in segment " + std::to_string(id), body) : body();
+  if (st.ok()) *got = *n;
+  return st;
+}
+
 uint64_t SegmentStore::prealloc_step() const {
   return std::clamp<uint64_t>(segment_size_ / 8, 4u << 20, 32u << 20);
 }

@@ -91,6 +91,11 @@ class SegmentStore : public SpaceUsage {
   // past io_timeout (the read goes on holding dst; dst's bytes are then
   // undefined to the caller).
   Status read_extent(const Extent& ext, const BufRef& dst);
+  // Reads up to len bytes of segment id from off (both 4 KiB multiples)
+  // into dst, unchecked: *got is what the file had (less at its end). For
+  // read-ahead windows (segment_windows.h), whose bytes are checked against
+  // an extent's hash when a read takes them.
+  Status read_range(uint64_t id, uint64_t off, size_t len, const BufRef& dst, size_t* got);
 
   // A peer's segment, read only (peer_log.h), under an id of its own: the
   // high bit set, never one of this node's, so that extents pointing into it

@@ -143,7 +143,14 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"wasted_blocks", s.ram.prefetch_wasted},
         {"cancelled_blocks", s.prefetch.cancelled},
         {"over_budget_blocks", s.prefetch.over_budget},
-        {"joined_reads", s.joined_reads}}},
+        {"joined_reads", s.joined_reads},
+        // Read-ahead along segments, across files (segment_windows.h).
+        {"window_reads", s.windows.reads},
+        {"window_read_bytes", s.windows.read_bytes},
+        {"window_hits", s.windows.hits},
+        {"window_hit_bytes", s.windows.hit_bytes},
+        {"window_mismatches", s.windows.mismatches},
+        {"windows_unused", s.windows.unused}}},
       {"peers", peers_json(s)},
       {"dirty_bytes", s.ram.dirty_bytes},
       {"flush",
@@ -232,6 +239,10 @@ const RuntimeSetter kRuntimeSetters[] = {
      [](BlockStore& st, const MountConfig& c) { return st.set_io_timeout(c.store.io_timeout_s); }},
     {"prefetch",
      [](BlockStore& st, const MountConfig& c) { return st.set_prefetch(c.store.prefetch_bytes); }},
+    {"segment_readahead",
+     [](BlockStore& st, const MountConfig& c) {
+       return st.set_segment_readahead(c.store.segment_readahead);
+     }},
     {"log_level",
      [](BlockStore&, const MountConfig& c) {
        spdlog::set_level(spdlog::level::from_str(c.fs.log_level));

@@ -1,0 +1,218 @@
+// SegmentWindows over a real segment store: files stored one after another
+// and read back in that order are served from windows read ahead along the
+// segment; a window's bytes are handed out only when they hash to the
+// extent asked for (bytes rewritten in the segment since the window was
+// read are read again from the segment); reads that do not walk forward,
+// a zero budget, and a read while another file is being read ahead (a
+// client that looked its prefix up whole) read no window.
+#include "core/segment_windows.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/backing_io.h"
+#include "file_data_fixture.h"
+
+namespace kvfs {
+namespace {
+
+constexpr uint32_t kChunk = 512 << 10;  // a file of one short block
+
+class SegmentWindowsTest : public FileDataFixture {
+ protected:
+  void SetUp() override {
+    FileDataFixture::SetUp();
+    // Room for every file of a test in one segment; reads go through one
+    // backing I/O thread, which a test may hold.
+    data_.reset();
+    segs_.reset();
+    cfg_.segment_size = 64 << 20;
+    auto s = SegmentStore::Open(cfg_, &io_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    segs_ = std::move(*s);
+    data_ = std::make_unique<FileData>(&ram_, segs_.get());
+  }
+  void TearDown() override {
+    data_.reset();
+    if (win_) win_->stop();
+    FileDataFixture::TearDown();
+  }
+  void use_windows(uint64_t max_bytes) {
+    win_ = std::make_unique<SegmentWindows>(segs_.get(), 6u << 20, max_bytes);
+    win_->start();
+    data_ = std::make_unique<FileData>(&ram_, segs_.get(), win_.get());
+  }
+  // n files of one kChunk block each, file i filled with 'a' + i, written
+  // one record after another into one segment, none left in RAM.
+  std::vector<InodeRef> stored_in_order(uint32_t n) {
+    std::vector<InodeRef> files;
+    auto w = segs_->new_writer();
+    EXPECT_TRUE(w.ok());
+    for (uint32_t i = 0; i < n; ++i) {
+      auto in = std::make_shared<Inode>(100 + i);
+      in->mode = S_IFREG | 0644;
+      write(*in, 0, kChunk, char('a' + i));
+      std::lock_guard g(in->mu);
+      RecordEntry e;
+      e.snap = FileData::snapshot_locked(*in, kRootIno, "f" + std::to_string(i));
+      e.snap.seq = ++seq_;
+      BufRef buf = in->blocks[0].buf;
+      e.snap.extents.push_back({0, {(*w)->id(), 0, kChunk, hash_bytes(buf->data(), kChunk)}});
+      std::vector<RecordEntry> es{e};
+      std::vector<SegmentWriter::Block> bs{{buf, kChunk}};
+      EXPECT_TRUE((*w)->append(RecordType::kFile, es, bs,
+                               [&](const std::vector<uint64_t>& o) {
+                                 es[0].snap.extents[0].ext.off = o[0];
+                               })
+                      .ok());
+      EXPECT_TRUE((*w)->sync().ok());
+      data_->flushed_locked(*in, 0, es[0].snap.extents[0].ext, buf);
+      in->durable_version = in->version;
+      files.push_back(in);
+    }
+    ram_.drop_clean();
+    return files;
+  }
+  // A client's read of a file's block: its bytes, checked.
+  void expect_reads(const InodeRef& in, char c) {
+    ConstBufRef out;
+    ASSERT_TRUE(data_->read_block(in->ino, 0, in->blocks[0].ext, &out).ok());
+    EXPECT_EQ(bytes_of(out, 0, kChunk), std::string(kChunk, c));
+  }
+
+  BackingIo io_{30, 1};
+  std::unique_ptr<SegmentWindows> win_;
+};
+
+TEST_F(SegmentWindowsTest, FilesReadInTheOrderTheyWereStoredComeFromWindows) {
+  use_windows(32 << 20);
+  auto files = stored_in_order(16);
+  for (uint32_t i = 0; i < files.size(); ++i) expect_reads(files[i], char('a' + i));
+  const SegmentWindowStats s = win_->stats();
+  // The first two reads show the walk; most of the rest come from windows
+  // (one whose block runs into a window not read yet is read itself).
+  EXPECT_GE(s.hits, 10u);
+  EXPECT_GE(s.reads, 2u);
+  EXPECT_EQ(s.mismatches, 0u);
+  EXPECT_EQ(data_->backing_reads(), files.size());  // each block came from the backing dir
+  EXPECT_EQ(data_->checksum_errors(), 0u);
+}
+
+TEST_F(SegmentWindowsTest, BytesRewrittenAfterTheWindowWasReadAreReadAgainFromTheSegment) {
+  use_windows(32 << 20);
+  auto files = stored_in_order(8);
+  expect_reads(files[0], 'a');
+  expect_reads(files[1], 'b');  // windows now hold what follows
+  ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
+  ASSERT_GE(win_->stats().reads, 1u);
+  // The segment's bytes of file 2 change under the window (as a failed batch
+  // cut from a segment and written again): the extent now names the new
+  // bytes, which the window does not have.
+  const Extent old = files[2]->blocks[0].ext;
+  const std::string fresh(kChunk, 'Z');
+  auto list = segs_->list();
+  ASSERT_EQ(list.size(), 1u);
+  const int fd = ::open(list[0].path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, fresh.data(), kChunk, off_t(old.off)), ssize_t(kChunk));
+  ::close(fd);
+  Extent now = old;
+  now.hash = hash_bytes(fresh.data(), kChunk);
+  ConstBufRef out;
+  ASSERT_TRUE(data_->read_block(files[2]->ino, 0, now, &out).ok());
+  EXPECT_EQ(bytes_of(out, 0, kChunk), fresh);
+  EXPECT_EQ(win_->stats().mismatches, 1u);
+  // And an extent whose hash nothing matches is an error, never the
+  // window's bytes.
+  Extent bad = files[3]->blocks[0].ext;
+  bad.hash ^= 1;
+  ConstBufRef none;
+  EXPECT_FALSE(data_->read_block(files[3]->ino, 0, bad, &none).ok());
+  EXPECT_EQ(data_->checksum_errors(), 1u);
+}
+
+TEST_F(SegmentWindowsTest, ReadsThatDoNotWalkForwardReadNoWindow) {
+  use_windows(32 << 20);
+  auto files = stored_in_order(12);
+  for (uint32_t i : {9u, 2u, 7u, 0u, 5u, 3u}) expect_reads(files[i], char('a' + i));
+  EXPECT_EQ(win_->stats().reads, 0u);
+}
+
+TEST_F(SegmentWindowsTest, NoWindowWhileAnotherFileIsBeingReadAhead) {
+  use_windows(32 << 20);
+  auto files = stored_in_order(24);
+  expect_reads(files[0], 'a');
+  expect_reads(files[1], 'b');  // a forward walk: windows hold files 2 and on
+  ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
+  const uint64_t before = win_->stats().reads;
+  ASSERT_GE(before, 1u);
+  // The one backing I/O thread is held, and a read ahead of file 20 (as
+  // from a lookup of the client's whole prefix) waits behind it.
+  std::promise<void> release;
+  std::shared_future<void> held = release.get_future().share();
+  std::promise<void> holding;
+  auto blocker = std::async(std::launch::async, [&] {
+    return io_.run("held", [&, held]() -> Status {
+      holding.set_value();
+      held.wait();
+      return Status::OK();
+    });
+  });
+  holding.get_future().wait();
+  auto ahead = std::async(std::launch::async, [&] {
+    ConstBufRef out;
+    return data_->read_block(files[20]->ino, 0, files[20]->blocks[0].ext, &out,
+                             /*prefetch=*/true);
+  });
+  // It is in flight (its call queued behind the held one) once the backing
+  // dir has two calls open.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (io_.stats().in_flight < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the read ahead never started";
+    std::this_thread::yield();
+  }
+  // File 2 comes from a window, which would read further ahead; not while
+  // file 20 is being read ahead.
+  expect_reads(files[2], 'c');
+  release.set_value();
+  EXPECT_TRUE(blocker.get().ok());
+  EXPECT_TRUE(ahead.get().ok());
+  ASSERT_TRUE(
+      win_->wait_idle(std::chrono::seconds(30)));  // (window reads wait for the I/O thread too)
+  EXPECT_EQ(win_->stats().reads, before);
+  // Nothing else in flight: the walk goes on.
+  expect_reads(files[3], 'd');
+  ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
+  EXPECT_GT(win_->stats().reads, before);
+}
+
+TEST_F(SegmentWindowsTest, WithoutABudgetNothingIsReadAhead) {
+  use_windows(0);
+  auto files = stored_in_order(8);
+  for (uint32_t i = 0; i < files.size(); ++i) expect_reads(files[i], char('a' + i));
+  EXPECT_EQ(win_->stats().reads, 0u);
+  EXPECT_EQ(win_->stats().hits, 0u);
+}
+
+TEST_F(SegmentWindowsTest, TheBudgetBoundsWhatWindowsHold) {
+  EXPECT_EQ(SegmentWindows::max_bytes_for(0, 1ull << 30), 0u);
+  EXPECT_EQ(SegmentWindows::max_bytes_for(256 << 20, 64 << 20), 8u << 20);
+  EXPECT_EQ(SegmentWindows::max_bytes_for(256 << 20, 4ull << 30), 32u << 20);
+  use_windows(3 << 20);  // three windows at most
+  auto files = stored_in_order(24);
+  for (uint32_t i = 0; i < files.size(); ++i) expect_reads(files[i], char('a' + i));
+  const SegmentWindowStats s = win_->stats();
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_EQ(s.mismatches, 0u);
+}
+
+}  // namespace
+}  // namespace kvfs
