@@ -241,10 +241,16 @@ Status FileData::read_block(uint64_t ino, uint32_t idx, const Extent& ext, Const
   }
   BufRef b = BufferPool::allocate(align_up(ext.len));
   // A window read ahead along the segment may hold the bytes (checked
-  // against ext's hash there); else read the extent itself.
+  // against ext's hash there); else read the extent itself, unless the
+  // window's read already waited out the backing dir's deadline.
   Status st;
-  const bool from_window = windows_ && windows_->take(ext, b->data());
-  if (!from_window) st = segs_->read_extent(ext, b);
+  bool window_timed_out = false;
+  const bool from_window = windows_ && windows_->take(ext, b->data(), &window_timed_out);
+  if (window_timed_out)
+    st = Status::TimedOut("read of segment " + std::to_string(ext.seg) +
+                          ": no answer from the backing dir within io_timeout (read ahead)");
+  else if (!from_window)
+    st = segs_->read_extent(ext, b);
   backing_reads_.fetch_add(1, std::memory_order_relaxed);
   if (!st.ok()) {
     (st.code() == Status::Code::kCorruption ? checksum_errors_ : read_errors_).fetch_add(1);

@@ -83,7 +83,8 @@ bool SegmentWindows::room_locked() {
   return kWindow <= max_bytes_;
 }
 
-bool SegmentWindows::take(const Extent& ext, char* dst) {
+bool SegmentWindows::take(const Extent& ext, char* dst, bool* timed_out) {
+  *timed_out = false;
   // A block (at most 1 MiB) lies in one window or runs into the next.
   WindowRef w[2];
   {
@@ -95,15 +96,19 @@ bool SegmentWindows::take(const Extent& ext, char* dst) {
       w[1] = find_locked(ext.seg, w[0]->off + kWindow);
       if (!w[1]) return false;
     }
-    // Reads are bounded by the backing dir's deadline, and stop() fails
-    // what is queued, so this wait ends.
+    // Only a read under way is waited for: it ends by the backing dir's
+    // deadline (one, not one per window queued before it), or stop().
+    for (const WindowRef& x : w)
+      if (x && !x->started && !x->failed) return false;
     ready_cv_.wait(l, [&] {
       for (const WindowRef& x : w)
         if (x && !x->ready && !x->failed) return false;
       return true;
     });
-    for (const WindowRef& x : w)
+    for (const WindowRef& x : w) {
+      if (x && x->timed_out) *timed_out = true;
       if (x && x->failed) return false;
+    }
     const WindowRef& last = w[1] ? w[1] : w[0];
     if (ext.off + ext.len > last->off + last->len) return false;  // past the file's end
     if (w[1] && w[0]->len < kWindow) return false;
@@ -177,12 +182,15 @@ void SegmentWindows::run() {
       if (stop_) return;
       w = std::move(queue_.front());
       queue_.pop_front();
+      w->started = true;
     }
     BufRef buf = BufferPool::allocate(kWindow);
     size_t got = 0;
-    // A failed read (a segment deleted since, a stalled dir) only means the
-    // client reads its extents itself, which reports the error if it lasts.
-    const bool ok = segs_->read_range(w->seg, w->off, kWindow, buf, &got).ok();
+    // A failed read (a segment deleted since) only means the client reads
+    // its extents itself; one past the deadline (a stalled dir) is reported
+    // to a client waiting for it (take()).
+    const Status st = segs_->read_range(w->seg, w->off, kWindow, buf, &got);
+    const bool ok = st.ok();
     {
       std::lock_guard l(mu_);
       if (ok) {
@@ -193,6 +201,7 @@ void SegmentWindows::run() {
         stats_.read_bytes += got;
       } else {
         w->failed = true;
+        w->timed_out = st.code() == Status::Code::kTimedOut;
         windows_.erase(std::remove(windows_.begin(), windows_.end(), w), windows_.end());
       }
     }

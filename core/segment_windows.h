@@ -82,9 +82,12 @@ class SegmentWindows {
   uint64_t readahead() const;
 
   // ext's bytes into dst (capacity >= ext.len) from a window, waiting for
-  // one being read that covers them; false if none has them or they do
-  // not hash to ext.hash (then the caller reads ext itself).
-  bool take(const Extent& ext, char* dst);
+  // one a thread is reading that covers them (never for one still queued);
+  // false if none has them or they do not hash to ext.hash (then the caller
+  // reads ext itself), or if the read it waited for ran past the backing
+  // dir's deadline: then *timed_out is set and the caller reports that
+  // rather than wait a second deadline.
+  bool take(const Extent& ext, char* dst, bool* timed_out);
   // ext was just read from the backing dir, or taken from a window: if
   // reads walk forward through its segment, read the windows after it. How
   // far ahead grows while reads take from the windows read for them, and
@@ -100,10 +103,12 @@ class SegmentWindows {
   struct Window {
     uint64_t seg = 0, off = 0;
     BufRef buf;
-    size_t len = 0;  // bytes read (less than kWindow at the segment's end)
+    size_t len = 0;        // bytes read (less than kWindow at the segment's end)
+    bool started = false;  // a thread is reading it
     bool ready = false, failed = false;
-    uint64_t taken = 0;  // extents served from it
-    uint64_t stamp = 0;  // creation order
+    bool timed_out = false;  // failed: the backing dir gave no answer in time
+    uint64_t taken = 0;      // extents served from it
+    uint64_t stamp = 0;      // creation order
   };
   using WindowRef = std::shared_ptr<Window>;
   struct Tail {

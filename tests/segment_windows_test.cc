@@ -4,7 +4,9 @@
 // extent asked for (bytes rewritten in the segment since the window was
 // read are read again from the segment); reads that do not walk forward,
 // a zero budget, and a read while another file is being read ahead (a
-// client that looked its prefix up whole) read no window.
+// client that looked its prefix up whole) read no window; a client that
+// waited for a window read the backing dir never answered gets the
+// timeout, not a second wait.
 #include "core/segment_windows.h"
 
 #include <fcntl.h>
@@ -192,6 +194,50 @@ TEST_F(SegmentWindowsTest, NoWindowWhileAnotherFileIsBeingReadAhead) {
   expect_reads(files[3], 'd');
   ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
   EXPECT_GT(win_->stats().reads, before);
+}
+
+TEST_F(SegmentWindowsTest, AWindowReadPastTheDeadlineFailsTheReadWaitingForIt) {
+  use_windows(32 << 20);
+  auto files = stored_in_order(12);
+  expect_reads(files[0], 'a');
+  expect_reads(files[1], 'b');  // windows at 1 and 2 MiB
+  ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
+  io_.set_timeout(0.5);
+  // The backing dir stops answering: its one I/O thread is held.
+  std::promise<void> release;
+  std::shared_future<void> held = release.get_future().share();
+  std::promise<void> holding;
+  auto blocker = std::async(std::launch::async, [&] {
+    return io_.run("held", [&, held]() -> Status {
+      holding.set_value();
+      held.wait();
+      return Status::OK();
+    });
+  });
+  holding.get_future().wait();
+  // File 2 comes from a window; the walk goes on with the window at 3 MiB,
+  // whose read now waits for the held thread.
+  expect_reads(files[2], 'c');
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (io_.stats().in_flight < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "no window read started";
+    std::this_thread::yield();
+  }
+  // File 6 lies in that window: its reader waits for the window's read,
+  // which gives up at the deadline, and gets that error.
+  ConstBufRef out;
+  const Status st = data_->read_block(files[6]->ino, 0, files[6]->blocks[0].ext, &out);
+  EXPECT_EQ(st.code(), Status::Code::kTimedOut) << st.ToString();
+  EXPECT_FALSE(out);
+  EXPECT_EQ(data_->read_errors(), 1u);
+  // The held call and the window's read: no read of the extent of its own
+  // went on to wait out a second deadline.
+  EXPECT_EQ(io_.stats().in_flight, 2u);
+  release.set_value();
+  (void)blocker.get();  // (it may have given up waiting itself)
+  // Answering again, the block reads back right.
+  io_.set_timeout(30);
+  expect_reads(files[6], 'g');
 }
 
 TEST_F(SegmentWindowsTest, WithoutABudgetNothingIsReadAhead) {
