@@ -90,8 +90,43 @@ class SegmentWindowsTest : public FileDataFixture {
     EXPECT_EQ(bytes_of(out, 0, kChunk), std::string(kChunk, c));
   }
 
+  // Holds the one backing I/O thread until release_io(): the backing dir
+  // stops answering, and every call queues behind the held one.
+  void hold_io() {
+    auto holding = std::make_shared<std::promise<void>>();
+    release_ = std::promise<void>();
+    std::shared_future<void> held = release_.get_future().share();
+    blocker_ = std::async(std::launch::async, [this, holding, held] {
+      return io_.run("held", [holding, held]() -> Status {
+        holding->set_value();
+        held.wait();
+        return Status::OK();
+      });
+    });
+    holding->get_future().wait();
+  }
+  // The held call's status (TimedOut if it outlived io_timeout).
+  Status release_io() {
+    release_.set_value();
+    return blocker_.get();
+  }
+  // Until the backing dir has n calls open (queued or running); false
+  // after 20 s.
+  bool wait_for_calls(uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (io_.stats().in_flight < n) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
   BackingIo io_{30, 1};
   std::unique_ptr<SegmentWindows> win_;
+  // Declared first, destroyed last: a test that stops early breaks release_,
+  // which lets the held call end before blocker_ waits for it.
+  std::future<Status> blocker_;
+  std::promise<void> release_;
 };
 
 TEST_F(SegmentWindowsTest, FilesReadInTheOrderTheyWereStoredComeFromWindows) {
@@ -158,17 +193,7 @@ TEST_F(SegmentWindowsTest, NoWindowWhileAnotherFileIsBeingReadAhead) {
   ASSERT_GE(before, 1u);
   // The one backing I/O thread is held, and a read ahead of file 20 (as
   // from a lookup of the client's whole prefix) waits behind it.
-  std::promise<void> release;
-  std::shared_future<void> held = release.get_future().share();
-  std::promise<void> holding;
-  auto blocker = std::async(std::launch::async, [&] {
-    return io_.run("held", [&, held]() -> Status {
-      holding.set_value();
-      held.wait();
-      return Status::OK();
-    });
-  });
-  holding.get_future().wait();
+  hold_io();
   auto ahead = std::async(std::launch::async, [&] {
     ConstBufRef out;
     return data_->read_block(files[20]->ino, 0, files[20]->blocks[0].ext, &out,
@@ -176,19 +201,14 @@ TEST_F(SegmentWindowsTest, NoWindowWhileAnotherFileIsBeingReadAhead) {
   });
   // It is in flight (its call queued behind the held one) once the backing
   // dir has two calls open.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (io_.stats().in_flight < 2) {
-    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the read ahead never started";
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(wait_for_calls(2)) << "the read ahead never started";
   // File 2 comes from a window, which would read further ahead; not while
   // file 20 is being read ahead.
   expect_reads(files[2], 'c');
-  release.set_value();
-  EXPECT_TRUE(blocker.get().ok());
+  EXPECT_TRUE(release_io().ok());
   EXPECT_TRUE(ahead.get().ok());
-  ASSERT_TRUE(
-      win_->wait_idle(std::chrono::seconds(30)));  // (window reads wait for the I/O thread too)
+  // (Window reads wait for the I/O thread too.)
+  ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
   EXPECT_EQ(win_->stats().reads, before);
   // Nothing else in flight: the walk goes on.
   expect_reads(files[3], 'd');
@@ -204,25 +224,11 @@ TEST_F(SegmentWindowsTest, AWindowReadPastTheDeadlineFailsTheReadWaitingForIt) {
   ASSERT_TRUE(win_->wait_idle(std::chrono::seconds(30)));
   io_.set_timeout(0.5);
   // The backing dir stops answering: its one I/O thread is held.
-  std::promise<void> release;
-  std::shared_future<void> held = release.get_future().share();
-  std::promise<void> holding;
-  auto blocker = std::async(std::launch::async, [&] {
-    return io_.run("held", [&, held]() -> Status {
-      holding.set_value();
-      held.wait();
-      return Status::OK();
-    });
-  });
-  holding.get_future().wait();
+  hold_io();
   // File 2 comes from a window; the walk goes on with the window at 3 MiB,
   // whose read now waits for the held thread.
   expect_reads(files[2], 'c');
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (io_.stats().in_flight < 2) {
-    ASSERT_LT(std::chrono::steady_clock::now(), until) << "no window read started";
-    std::this_thread::yield();
-  }
+  ASSERT_TRUE(wait_for_calls(2)) << "no window read started";
   // File 6 lies in that window: its reader waits for the window's read,
   // which gives up at the deadline, and gets that error.
   ConstBufRef out;
@@ -233,8 +239,7 @@ TEST_F(SegmentWindowsTest, AWindowReadPastTheDeadlineFailsTheReadWaitingForIt) {
   // The held call and the window's read: no read of the extent of its own
   // went on to wait out a second deadline.
   EXPECT_EQ(io_.stats().in_flight, 2u);
-  release.set_value();
-  (void)blocker.get();  // (it may have given up waiting itself)
+  (void)release_io();  // (it may have given up waiting itself)
   // Answering again, the block reads back right.
   io_.set_timeout(30);
   expect_reads(files[6], 'g');
