@@ -2,6 +2,7 @@
 // flusher threads, waiting for durability, and flush_all (fsync of a
 // directory, unmount). The threads' side is in flusher.cc.
 #include <algorithm>
+#include <iterator>
 
 #include "core/backing_io.h"
 #include "core/flusher.h"
@@ -155,9 +156,16 @@ Status Flusher::flush_all(bool include_open) {
       std::unique_lock l(q_mu_);
       any |= !meta_.empty();
       q_cv_.notify_all();
+      // A file unlinked since its flush failed is queued again only to give
+      // back its RAM: its data is gone, so it neither ends the wait nor
+      // fails the flush (the file written after it must still be waited for).
+      auto failed_linked = [&] {
+        return std::any_of(retry_.begin(), retry_.end(),
+                           [](const InodeRef& in) { return in->linked.load(); });
+      };
       auto idle = [&] {
         return (queue_.empty() && ungated_.empty() && meta_.empty() && active_ == 0) ||
-               !retry_.empty() || meta_failures_ != meta_failures || stopping_;
+               failed_linked() || meta_failures_ != meta_failures || stopping_;
       };
       bool gave_up = false;
       while (!idle() && !(gave_up = p_.io->gave_up(since)))
@@ -167,7 +175,9 @@ Status Flusher::flush_all(bool include_open) {
         p_.io->count_timeout();
         return Status::TimedOut("flush: the backing dir is stalled");
       }
-      failed.assign(retry_.begin(), retry_.end());
+      failed.clear();
+      std::copy_if(retry_.begin(), retry_.end(), std::back_inserter(failed),
+                   [](const InodeRef& in) { return in->linked.load(); });
       if (failed.empty() && meta_failures_ != meta_failures) {
         // Journal entries are committed to the index before they are
         // queued for a segment: nothing is lost, the next mount writes them.

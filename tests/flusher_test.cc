@@ -4,7 +4,8 @@
 // that read back bit-exact), what it leaves alone (files still being
 // written), how it fails for lack of room and goes on once there is room,
 // the pressure write-out of an open file's blocks without a commit, and
-// journal entries that cannot reach a segment ending flush_all with the cause.
+// journal entries that cannot reach a segment ending flush_all with the cause,
+// and a refused flush of a file since unlinked that does not.
 #include "core/flusher.h"
 
 #include <gtest/gtest.h>
@@ -225,6 +226,31 @@ TEST_F(FlusherTest, ARefusedFlushSaysAtCapacityAndGoesOnOnceThereIsRoom) {
   auto idx = committed();
   ASSERT_EQ(idx.count(in->ino), 1u);
   expect_bytes(idx[in->ino]);
+}
+
+// A file too large for the cap, unlinked while its flush waits for room,
+// fails that flush; flush_all then waits for the file written after it and
+// succeeds: the unlinked file's data is gone, and its failure is no one's.
+TEST_F(FlusherTest, AFileUnlinkedWhileItsFlushIsRefusedDoesNotFailFlushAll) {
+  start(4 * kMiB, std::chrono::milliseconds(1000));
+  InodeRef big = make_file("big", 24 * kMiB);
+  {
+    // Its flush is waiting for room (about one round) before it is refused.
+    std::unique_lock l(big->mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!big->in_flush && std::chrono::steady_clock::now() < deadline)
+      flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
+    ASSERT_TRUE(big->in_flush);
+  }
+  ASSERT_TRUE(ns_->remove(kRootIno, "big", false).ok());
+  InodeRef fits = make_file("fits", 1 * kMiB);
+  Status st = flusher_->flush_all(false);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GE(flusher_->enospc_errors(), 1u);  // big's flush was refused
+  auto idx = committed();
+  EXPECT_EQ(idx.count(big->ino), 0u);
+  ASSERT_EQ(idx.count(fits->ino), 1u);
+  expect_bytes(idx[fits->ino]);
 }
 
 TEST_F(FlusherTest, PressureWritesAnOpenFilesBlocksOutWithoutCommittingIt) {
