@@ -4,8 +4,9 @@
 // Freed buffers are recycled through a free list per size class: memory
 // touched for the first time is slow in VMs (0.2-0.5 GB/s), so reusing warm
 // buffers keeps writes at memcpy speed. The RamTier trims the free list to
-// the part of its budget it does not use (trim), so idle and used buffers
-// together stay within ram_size. Thread-safe.
+// the part of its budget it does not use and a small reserve (trim,
+// RamTier::idle_buffers), so idle and used buffers together stay within
+// ram_size plus at most 32 MiB. Thread-safe.
 #pragma once
 
 #include <atomic>

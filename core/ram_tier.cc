@@ -209,11 +209,19 @@ void RamTier::evict_locked(uint64_t extra) {
     }
     evictions_.fetch_add(1, std::memory_order_relaxed);
   }
-  // Idle recycled buffers live in the same memory: they may only fill what
-  // the clean and dirty bytes leave of the capacity.
-  const uint64_t used = clean_bytes_ + dirty_bytes_ + extra;
-  BufferPool::set_limit(cap > used ? cap - used : 0);
-  BufferPool::trim(cap > used ? cap - used : 0);
+  const uint64_t idle = idle_buffers(cap, clean_bytes_ + dirty_bytes_ + extra);
+  BufferPool::set_limit(idle);
+  BufferPool::trim(idle);
+}
+
+uint64_t RamTier::idle_buffers(uint64_t cap, uint64_t used) {
+  // Idle recycled buffers live in the same memory: they may fill what the
+  // clean and dirty bytes leave of the capacity, and a small reserve past
+  // it. Without the reserve a full tier gave each evicted buffer back to
+  // the system just before the next block read from the backing dir
+  // faulted in a fresh one: the kernel zeroing pages was half of kvfs's
+  // CPU time when loads read more than RAM holds.
+  return (cap > used ? cap - used : 0) + std::min<uint64_t>(kIdleReserveMax, cap / 32);
 }
 
 bool RamTier::admit_dirty_locked(uint64_t bytes) {
@@ -258,8 +266,7 @@ void RamTier::release_dirty(uint64_t bytes) {
   {
     std::lock_guard l(budget_mu_);
     dirty_bytes_ -= bytes;
-    const uint64_t used = clean_bytes_ + dirty_bytes_, cap = capacity_.load();
-    BufferPool::set_limit(cap > used ? cap - used : 0);
+    BufferPool::set_limit(idle_buffers(capacity_.load(), clean_bytes_ + dirty_bytes_));
   }
   budget_cv_.notify_all();
 }

@@ -167,6 +167,9 @@ class RamTier {
   void evict_locked(uint64_t extra);
   // Drops clean data for `bytes` more and charges them if they fit (budget_mu_ held).
   bool admit_dirty_locked(uint64_t bytes);
+  // How many bytes of idle buffers BufferPool may keep with `used` in use.
+  static uint64_t idle_buffers(uint64_t cap, uint64_t used);
+  static constexpr uint64_t kIdleReserveMax = 32ull << 20;
 
   std::atomic<uint64_t> capacity_;
   std::vector<std::unique_ptr<Shard>> shards_;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <vector>
 
 namespace kvfs {
 namespace {
@@ -135,6 +136,31 @@ TEST(RamTier, ShrinkingCapacityEvicts) {
   for (uint64_t i = 0; i < 16; ++i) t.insert({1, i}, block());
   t.set_capacity(4 * kBlockSize);
   EXPECT_LE(t.stats().clean_bytes, 4 * kBlockSize);
+}
+
+// A full tier keeps the buffer of a block it pushes out for the next
+// block read from the backing dir (the reserve past its budget): giving it
+// back to the system made every such read fault in fresh, zeroed pages.
+TEST(RamTier, AFullTierKeepsAnEvictedBuffersMemoryForTheNextBlock) {
+  BufferPool::set_max_free_bytes(64 * kBlockSize);
+  BufferPool::trim(0);
+  RamTier t(32 * kBlockSize, 0);
+  for (uint64_t i = 0; i < 32; ++i) t.insert({1, i * kBlockSize}, block());
+  ASSERT_EQ(BufferPool::free_bytes(), 0u);
+  const char* oldest = t.peek({1, 0})->data();
+  t.insert({1, 32 * kBlockSize}, block(), RamTier::Admit::kRead);  // pushes block 0 out
+  ASSERT_FALSE(t.contains({1, 0}));
+  EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
+  EXPECT_EQ(BufferPool::allocate(kBlockSize)->data(), oldest);  // warm memory, reused
+  // Bounded: a 32nd of the capacity (at most 32 MiB) past what the tier
+  // uses. Five blocks in push five out; one buffer is kept.
+  std::vector<ConstBufRef> more;
+  for (int i = 0; i < 5; ++i) more.push_back(block());
+  for (uint64_t i = 0; i < 5; ++i) t.insert({2, i * kBlockSize}, std::move(more[i]));
+  EXPECT_EQ(t.stats().entries, 32u);
+  EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
+  BufferPool::set_limit(SIZE_MAX);
+  BufferPool::trim(0);
 }
 
 // The mount-time prefault fills the buffer pool up to the RAM tier's free
