@@ -94,7 +94,8 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   s->ram_->set_give_up([io](auto since) { return io->gave_up(since); });
   // Freed block buffers are kept for reuse (fresh memory is slow to fault in
   // in VMs). A buffer is only allocated when none is free, so the pool never
-  // holds more than the RAM tier once used: memory stays under ram_size.
+  // holds more than the RAM tier once used: memory stays under ram_size and
+  // the tier's small reserve (RamTier::idle_buffers).
   BufferPool::set_max_free_bytes(cfg.ram_size);
   if (const uint64_t pre = std::min(cfg.ram_prefault, cfg.ram_size); pre > 0) {
     BlockStore* raw = s.get();

@@ -6,7 +6,7 @@
 // buffers keeps writes at memcpy speed. The RamTier trims the free list to
 // the part of its budget it does not use and a small reserve (trim,
 // RamTier::idle_buffers), so idle and used buffers together stay within
-// ram_size plus at most 32 MiB. Thread-safe.
+// ram_size plus 16 to 32 MiB. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -60,9 +60,10 @@ class BufferPool {
   // RAM tier sets it to the part of its budget it does not use).
   static void set_limit(size_t bytes);
   // Allocates and touches full-size buffers into the free list until it holds
-  // `bytes`, or until *stop becomes true: the RAM tier's first blocks then
-  // cost a memcpy, not page faults. Run from a background thread.
-  static void prefill(size_t bytes, const std::atomic<bool>* stop);
+  // `bytes`, it has touched `bytes` in all, or *stop becomes true: the RAM
+  // tier's first blocks then cost a memcpy, not page faults. Returns the
+  // bytes it touched. Run from a background thread.
+  static size_t prefill(size_t bytes, const std::atomic<bool>* stop);
 };
 
 }  // namespace kvfs

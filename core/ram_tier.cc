@@ -220,8 +220,10 @@ uint64_t RamTier::idle_buffers(uint64_t cap, uint64_t used) {
   // it. Without the reserve a full tier gave each evicted buffer back to
   // the system just before the next block read from the backing dir
   // faulted in a fresh one: the kernel zeroing pages was half of kvfs's
-  // CPU time when loads read more than RAM holds.
-  return (cap > used ? cap - used : 0) + std::min<uint64_t>(kIdleReserveMax, cap / 32);
+  // CPU time when loads read more than RAM holds. 16 MiB covers the blocks
+  // of the reads in flight at once (32 readers of 512 KiB chunks).
+  return (cap > used ? cap - used : 0) +
+         std::min<uint64_t>(kIdleReserveMax, std::max<uint64_t>(kIdleReserveMin, cap / 32));
 }
 
 bool RamTier::admit_dirty_locked(uint64_t bytes) {

@@ -169,7 +169,7 @@ class RamTier {
   bool admit_dirty_locked(uint64_t bytes);
   // How many bytes of idle buffers BufferPool may keep with `used` in use.
   static uint64_t idle_buffers(uint64_t cap, uint64_t used);
-  static constexpr uint64_t kIdleReserveMax = 32ull << 20;
+  static constexpr uint64_t kIdleReserveMin = 16ull << 20, kIdleReserveMax = 32ull << 20;
 
   std::atomic<uint64_t> capacity_;
   std::vector<std::unique_ptr<Shard>> shards_;

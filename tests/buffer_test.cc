@@ -84,6 +84,24 @@ TEST_F(BufferPoolTest, PrefillStopsAtItsTargetTheCapOrWhenAsked) {
   EXPECT_EQ(BufferPool::free_bytes(), 0u);
 }
 
+// The RAM tier takes buffers from the pool while the mount-time prefault
+// fills it: the prefault touches its target once in all, it does not keep
+// the pool topped up (that zeroed fresh memory for every block read).
+TEST_F(BufferPoolTest, PrefillTouchesItsTargetOnceWhileBuffersAreTaken) {
+  std::atomic<bool> stop{false}, done{false};
+  std::vector<BufRef> taken;
+  std::thread taker([&] {
+    while (!done.load() && taken.size() < 400) {
+      if (BufferPool::free_bytes() >= kBlockSize) taken.push_back(BufferPool::allocate(kBlockSize));
+    }
+  });
+  const size_t touched = BufferPool::prefill(8 * kBlockSize, &stop);
+  done = true;
+  taker.join();
+  EXPECT_LE(touched, 8 * kBlockSize);
+  EXPECT_LE(taken.size() * kBlockSize + BufferPool::free_bytes(), 8 * kBlockSize);
+}
+
 TEST_F(BufferPoolTest, ManyThreadsAllocateAndFree) {
   std::vector<std::thread> ts;
   std::atomic<int> bad{0};

@@ -152,13 +152,13 @@ TEST(RamTier, AFullTierKeepsAnEvictedBuffersMemoryForTheNextBlock) {
   ASSERT_FALSE(t.contains({1, 0}));
   EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
   EXPECT_EQ(BufferPool::allocate(kBlockSize)->data(), oldest);  // warm memory, reused
-  // Bounded: a 32nd of the capacity (at most 32 MiB) past what the tier
-  // uses. Five blocks in push five out; one buffer is kept.
+  // Bounded: 16 MiB (a 32nd of larger tiers, at most 32 MiB) past what the
+  // tier uses. Twenty blocks in push twenty out; sixteen buffers are kept.
   std::vector<ConstBufRef> more;
-  for (int i = 0; i < 5; ++i) more.push_back(block());
-  for (uint64_t i = 0; i < 5; ++i) t.insert({2, i * kBlockSize}, std::move(more[i]));
+  for (int i = 0; i < 20; ++i) more.push_back(block());
+  for (uint64_t i = 0; i < 20; ++i) t.insert({2, i * kBlockSize}, std::move(more[i]));
   EXPECT_EQ(t.stats().entries, 32u);
-  EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
+  EXPECT_EQ(BufferPool::free_bytes(), 16 * kBlockSize);
   BufferPool::set_limit(SIZE_MAX);
   BufferPool::trim(0);
 }
