@@ -120,6 +120,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   if (!blocks_only) {
     c->snap = FileData::snapshot_locked(*in, in->parent, in->name);
     c->snap.seq = p_.seqs->take();
+    in->logged = true;
   }
   in->in_flush = true;
   ++in->flush_attempts;

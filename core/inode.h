@@ -106,8 +106,12 @@ class Inode {
   // incomplete and only fsync or unmount may commit it.
   uint32_t active_writers = 0;
   uint32_t fsync_waiters = 0;
-  bool queued = false;       // in the flush queue
-  bool in_flush = false;     // captured by a flusher, not yet committed
+  bool queued = false;    // in the flush queue
+  bool in_flush = false;  // captured by a flusher, not yet committed
+  // A flush captured a snapshot of it: that record may sit in a segment
+  // past what the index has applied (a crash before the commit, a failed
+  // commit), so removing it needs a tombstone even while committed is null.
+  bool logged = false;
   bool requeue = false;      // changed while in_flush
   bool atime_dirty = false;  // atime changed alone: saved by flush_all only
   bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail

@@ -8,6 +8,20 @@ namespace kvfs {
 
 Namespace::Namespace(Journal* journal, const Clock* clock) : journal_(journal), clock_(clock) {}
 
+namespace {
+
+// Its removal must be journaled: the index knows it, or a flush captured it
+// and its record may be in a segment the index has not applied, where a
+// catch-up after a crash would find it again without a newer tombstone.
+// Requires commit_mu_ exclusive (no capture or flush commit runs meanwhile).
+bool needs_tombstone(Inode& in) {
+  if (in.committed) return true;
+  std::lock_guard g(in.mu);
+  return in.logged;
+}
+
+}  // namespace
+
 Status Namespace::check_name(std::string_view name) {
   if (name.size() > kNameMax) return Status::NameTooLong();
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
@@ -187,7 +201,7 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   } else if (victim->dir) {
     return Status::IsDir();
   }
-  if (victim->committed)
+  if (needs_tombstone(*victim))
     KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}, next_ino_.load()));
   std::unique_lock l(mu_);
   unlink_locked(dir, victim);
@@ -247,7 +261,7 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   std::vector<Journal::Put> puts;
   std::vector<Inode*> dels;
   if (src->committed) puts.push_back({src.get(), new_parent, new_name});
-  if (dst && dst->committed) dels.push_back(dst.get());
+  if (dst && needs_tombstone(*dst)) dels.push_back(dst.get());
   if (!puts.empty() || !dels.empty())
     KVFS_RETURN_IF_ERROR(journal_->journal(puts, dels, next_ino_.load()));
 
@@ -282,7 +296,8 @@ Status Namespace::drop(const InodeRef& in) {
   if (!d.ok()) return d.status();
   auto it = (*d)->dir->by_name.find(in->name);
   if (it == (*d)->dir->by_name.end() || it->second != in) return Status::NotFound();
-  if (in->committed) KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}, next_ino_.load()));
+  if (needs_tombstone(*in))
+    KVFS_RETURN_IF_ERROR(journal_->journal({}, {in.get()}, next_ino_.load()));
   std::unique_lock l(mu_);
   detach_locked(*d, in);
   return Status::OK();
@@ -306,9 +321,9 @@ Status Namespace::remove_many(const std::vector<InodeRef>& cands,
       std::lock_guard g(in->mu);
       if (!ok(*in)) continue;
       in->evicted = true;
+      if (in->committed || in->logged) dels.push_back(in.get());  // see needs_tombstone
     }
     chosen.push_back(in);
-    if (in->committed) dels.push_back(in.get());
   }
   if (!dels.empty()) {
     Status s = journal_->journal({}, dels, next_ino_.load());
