@@ -27,8 +27,8 @@ struct Pool {
   std::array<std::vector<char*>, kClasses> free;  // guarded by mu
   size_t free_bytes = 0;                          // guarded by mu
   size_t max_free = 64u << 20;                    // guarded by mu
-  // What the RAM tier's budget leaves unused right now; freed buffers beyond
-  // it go back to the system.
+  // What the RAM tier's budget leaves unused right now, plus its reserve
+  // (RamTier::idle_buffers); freed buffers beyond it go back to the system.
   std::atomic<size_t> limit{SIZE_MAX};
 };
 
@@ -125,7 +125,7 @@ size_t BufferPool::prefill(size_t bytes, const std::atomic<bool>* stop) {
     std::memset(d, 0, kBlockSize);
     touched += kBlockSize;
     // Refused once the RAM tier's own use leaves no room under its budget
-    // (the limit): without this stop the loop allocated, zeroed and freed a
+    // and reserve (the limit): without this stop the loop allocated, zeroed and freed a
     // block forever, one core busy for the life of the mount.
     if (!release_memory(d, kBlockSize)) break;
   }

@@ -57,7 +57,8 @@ class BufferPool {
   // Frees idle buffers until at most `keep` bytes stay in the free list.
   static void trim(size_t keep);
   // Freed buffers are kept only while the free list stays under this (the
-  // RAM tier sets it to the part of its budget it does not use).
+  // RAM tier sets it to the part of its budget it does not use, plus a small
+  // reserve: RamTier::idle_buffers).
   static void set_limit(size_t bytes);
   // Allocates and touches full-size buffers into the free list until it holds
   // `bytes`, it has touched `bytes` in all, or *stop becomes true: the RAM
