@@ -13,11 +13,16 @@ namespace {
 // Its removal must be journaled: the index knows it, or a flush captured it
 // and its record may be in a segment the index has not applied, where a
 // catch-up after a crash would find it again without a newer tombstone.
-// Requires commit_mu_ exclusive (no capture or flush commit runs meanwhile).
+// Requires commit_mu_ exclusive (no capture or flush commit runs meanwhile)
+// and in.mu.
+bool needs_tombstone_locked(const Inode& in) {
+  return in.committed || in.logged;
+}
+
+// The same, taking in.mu.
 bool needs_tombstone(Inode& in) {
-  if (in.committed) return true;
   std::lock_guard g(in.mu);
-  return in.logged;
+  return needs_tombstone_locked(in);
 }
 
 }  // namespace
@@ -321,7 +326,7 @@ Status Namespace::remove_many(const std::vector<InodeRef>& cands,
       std::lock_guard g(in->mu);
       if (!ok(*in)) continue;
       in->evicted = true;
-      if (in->committed || in->logged) dels.push_back(in.get());  // see needs_tombstone
+      if (needs_tombstone_locked(*in)) dels.push_back(in.get());
     }
     chosen.push_back(in);
   }

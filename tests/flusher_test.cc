@@ -132,6 +132,14 @@ class FlusherTest : public ::testing::Test {
     }
     return in;
   }
+  // Waits (30 s at most) until a flusher has captured `in`.
+  bool wait_in_flush(const InodeRef& in) {
+    std::unique_lock l(in->mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!in->in_flush && std::chrono::steady_clock::now() < deadline)
+      flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
+    return in->in_flush;
+  }
   std::map<uint64_t, InodeSnapshot> committed() {
     std::map<uint64_t, InodeSnapshot> m;
     EXPECT_TRUE(index_->load_all([&](InodeSnapshot&& s) { m[s.ino] = std::move(s); }).ok());
@@ -238,14 +246,8 @@ TEST_F(FlusherTest, ARefusedFlushSaysAtCapacityAndGoesOnOnceThereIsRoom) {
 TEST_F(FlusherTest, AFileUnlinkedWhileItsFlushIsRefusedDoesNotFailFlushAll) {
   start(4 * kMiB, std::chrono::milliseconds(1000));
   InodeRef big = make_file("big", 24 * kMiB);
-  {
-    // Its flush is waiting for room (about one round) before it is refused.
-    std::unique_lock l(big->mu);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!big->in_flush && std::chrono::steady_clock::now() < deadline)
-      flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
-    ASSERT_TRUE(big->in_flush);
-  }
+  // Its flush is waiting for room (about one round) before it is refused.
+  ASSERT_TRUE(wait_in_flush(big));
   ASSERT_TRUE(ns_->remove(kRootIno, "big", false).ok());
   InodeRef fits = make_file("fits", 1 * kMiB);
   Status st = flusher_->flush_all(false);
@@ -268,15 +270,9 @@ TEST_F(FlusherTest, AFileUnlinkedWhileItsFirstFlushIsInFlightLeavesATombstone) {
   journal_.to = &meta;
   start(4 * kMiB, std::chrono::milliseconds(300));
   InodeRef in = make_file("f", 24 * kMiB);
-  {
-    // Captured (its snapshot's seq taken), waiting for room before writing.
-    std::unique_lock l(in->mu);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!in->in_flush && std::chrono::steady_clock::now() < deadline)
-      flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
-    ASSERT_TRUE(in->in_flush);
-    ASSERT_FALSE(in->committed);
-  }
+  // Captured (its snapshot's seq taken), waiting for room before writing.
+  ASSERT_TRUE(wait_in_flush(in));
+  ASSERT_FALSE(in->committed);
   const uint64_t captured_below = seqs_.next();
   const int calls = journal_.calls;
   ASSERT_TRUE(ns_->remove(kRootIno, "f", false).ok());
