@@ -117,7 +117,7 @@ Status BlockStore::closed(OpenFile* f) {
     flusher_->enqueue_locked(f->in, false);
   // Accepted into RAM while the cap is full of what cannot be evicted: it
   // may never be flushed, and the client should know before it relies on it.
-  if (in.dirty() && in.linked.load() && budget_->no_space())
+  if (in.dirty() && in.linked.load() && flusher_->writes_refused())
     return Status::NoSpace("backing dir full: nothing can be evicted, this file is not flushed");
   return Status::OK();
 }
@@ -253,12 +253,10 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
 
 Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
   KVFS_RETURN_IF_ERROR(check_writable());
-  if (budget_->no_space()) {
-    // Refused while data waits for room that cannot be made. With nothing
-    // dirty left (the file that did not fit was removed), that is over.
-    if (ram_->dirty_bytes() > 0) return Status::NoSpace("backing dir full: nothing can be evicted");
-    budget_->clear_no_space();
-  }
+  // Refused while a file's data waits for room that cannot be made; once
+  // every such file is removed, that is over.
+  if (flusher_->writes_refused())
+    return Status::NoSpace("backing dir full: nothing can be evicted");
   if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
     return Status::FileTooBig("write past the maximum file size");
   // A file larger than the cap could never be flushed: it would sit dirty in

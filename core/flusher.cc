@@ -63,6 +63,7 @@ Status Flusher::stop() {
     std::lock_guard l(q_mu_);
     stopping_ = true;
     retry_.clear();
+    refused_.clear();
     queue_.clear();
   }
   q_cv_.notify_all();
@@ -473,6 +474,12 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
     if (any) meta_cv_.notify_all();
   }
   batches_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard l(q_mu_);
+    if (!refused_.empty())
+      for (const Captured& c : batch)
+        if (!c.blocks_only) refused_.erase(c.in);
+  }
   p_.ram->set_flush_error(Status::OK());
   p_.budget->flushed();
   durable_cv_.notify_all();
@@ -483,11 +490,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   if (abandoned_.load()) return;  // the process is exiting under this thread
   const bool full = st.code() == Status::Code::kNoSpace;
   (full || st.code() == Status::Code::kAtCapacity ? enospc_ : io_errors_).fetch_add(1);
-  // Writers are refused only once client data found no room: metadata and
-  // copies forward fail at once on a full disk, before any pass could help.
-  const bool client_data = std::any_of(
-      batch.begin(), batch.end(), [](const Captured& c) { return !c.reclaim && !c.dirty.empty(); });
-  if ((full || st.code() == Status::Code::kAtCapacity) && client_data) p_.budget->refused();
+  const bool no_room = full || st.code() == Status::Code::kAtCapacity;
   // The backing filesystem itself is full before the cap: evict below what
   // is used now.
   if (full) p_.budget->backing_full();
@@ -496,8 +499,13 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
     spdlog::error("flush of {} files failed, will retry: {} ({} similar errors not shown)",
                   batch.size(), st.ToString(), held);
   std::vector<InodeRef> again;
+  // Writers are refused only once a linked file's data found no room: an
+  // unlinked file's data is gone, and metadata and copies forward fail at
+  // once on a full disk, before any pass could help.
+  std::vector<InodeRef> refused;
   for (auto& c : batch) {
     std::lock_guard g(c.in->mu);
+    if (no_room && !c.reclaim && !c.dirty.empty() && c.in->linked.load()) refused.push_back(c.in);
     c.in->in_flush = false;
     c.in->flush_error = st;
     c.in->flush_error_attempt = c.in->flush_attempts;
@@ -507,6 +515,10 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   {
     std::lock_guard l(q_mu_);
     for (auto& in : again) retry_.push_back(std::move(in));
+    if (!refused.empty()) {
+      refused_.insert(refused.begin(), refused.end());
+      p_.budget->refused();
+    }
     for (auto& e : meta) meta_.push_back(std::move(e));
     if (!meta.empty()) {
       ++meta_failures_;

@@ -90,6 +90,11 @@ class Flusher {
   void retry_now();
   // Called by the RamTier when a writer has to wait for RAM.
   void on_pressure();
+  // Writers are refused (ENOSPC) while a linked file's data waits for room
+  // that no pass could make. A refusal whose files have all been unlinked
+  // since is over: it clears the budget's flag and answers false.
+  // Thread-safe; takes q_mu_ (a caller may hold an Inode::mu).
+  bool writes_refused();
   // Flushes every dirty inode and waits for it; files still open for
   // writing only with include_open (unmount).
   Status flush_all(bool include_open);
@@ -149,6 +154,9 @@ class Flusher {
   std::deque<InodeRef> ungated_;          // guarded by q_mu_: enqueue_ungated_locked
   std::vector<InodeRef> retry_;           // failed, retried at retry_at_; q_mu_
   std::unordered_set<InodeRef> writing_;  // guarded by q_mu_
+  // Files whose data found no room, until a flush of them commits; the
+  // budget's no_space flag is set and cleared under q_mu_ along with it.
+  std::unordered_set<InodeRef> refused_;  // guarded by q_mu_
   std::vector<RecordEntry> meta_;         // guarded by q_mu_
   // Failed appends of meta_ (put back, retried): flush_all gives up on a
   // round once it sees one, instead of waiting for a queue that never drains.

@@ -7,6 +7,7 @@
 #include "core/backing_io.h"
 #include "core/flusher.h"
 #include "core/namespace.h"
+#include "core/space_budget.h"
 
 namespace kvfs {
 
@@ -107,6 +108,15 @@ void Flusher::on_pressure() {
     pressure_ = true;
   }
   q_cv_.notify_all();
+}
+
+bool Flusher::writes_refused() {
+  if (!p_.budget->no_space()) return false;
+  std::lock_guard l(q_mu_);
+  std::erase_if(refused_, [](const InodeRef& in) { return !in->linked.load(); });
+  if (!refused_.empty()) return true;
+  p_.budget->clear_no_space();
+  return false;
 }
 
 uint64_t Flusher::queued() const {

@@ -84,7 +84,7 @@ class SpaceBudget {
 
   // --- state writers see ---
   bool no_space() const { return no_space_.load(std::memory_order_relaxed); }
-  // Clears a stale "no room" once nothing dirty is left waiting for it.
+  // Clears "no room" once no linked file waits for it (Flusher::writes_refused).
   void clear_no_space() { no_space_ = false; }
 
   // --- evictor side ---

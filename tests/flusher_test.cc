@@ -5,7 +5,9 @@
 // written), how it fails for lack of room and goes on once there is room,
 // the pressure write-out of an open file's blocks without a commit, and
 // journal entries that cannot reach a segment ending flush_all with the cause,
-// a refused flush of a file since unlinked that does not, and the tombstone
+// a refused flush of a file since unlinked that neither does that nor
+// refuses writers (they are refused only while a linked file waits for
+// room), and the tombstone
 // that unlinking a file whose first flush is in flight leaves.
 #include "core/flusher.h"
 
@@ -240,6 +242,18 @@ TEST_F(FlusherTest, ARefusedFlushSaysAtCapacityAndGoesOnOnceThereIsRoom) {
   expect_bytes(idx[in->ino]);
 }
 
+// Writers are refused while a linked file's data waits for room, and no
+// longer once that file is removed (its data is gone).
+TEST_F(FlusherTest, WritesAreRefusedOnlyWhileALinkedFilesDataWaitsForRoom) {
+  start(4 * kMiB, std::chrono::milliseconds(200));
+  InodeRef big = make_file("big", 24 * kMiB);
+  EXPECT_EQ(flusher_->flush_all(false).code(), Status::Code::kAtCapacity);
+  EXPECT_TRUE(flusher_->writes_refused());
+  ASSERT_TRUE(ns_->remove(kRootIno, "big", false).ok());
+  EXPECT_FALSE(flusher_->writes_refused());
+  EXPECT_FALSE(budget_->no_space());
+}
+
 // A file too large for the cap, unlinked while its flush waits for room,
 // fails that flush; flush_all then waits for the file written after it and
 // succeeds: the unlinked file's data is gone, and its failure is no one's.
@@ -249,6 +263,16 @@ TEST_F(FlusherTest, AFileUnlinkedWhileItsFlushIsRefusedDoesNotFailFlushAll) {
   // Its flush is waiting for room (about one round) before it is refused.
   ASSERT_TRUE(wait_in_flush(big));
   ASSERT_TRUE(ns_->remove(kRootIno, "big", false).ok());
+  {
+    std::unique_lock l(big->mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (big->in_flush && std::chrono::steady_clock::now() < deadline)
+      flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
+    ASSERT_FALSE(big->in_flush);
+  }
+  // Refused after its unlink: nothing waits for room, so writers go on.
+  EXPECT_FALSE(budget_->no_space());
+  EXPECT_FALSE(flusher_->writes_refused());
   InodeRef fits = make_file("fits", 1 * kMiB);
   Status st = flusher_->flush_all(false);
   EXPECT_TRUE(st.ok()) << st.ToString();
