@@ -381,7 +381,6 @@ Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   int64_t mtime;
   {
     std::lock_guard g((*r)->mu);
-    (*r)->kept_for_kernel = true;
     if (FileData::unused_locked(**r)) data_->free_locked(**r);
     mtime = (*r)->mtime_ns;
   }
@@ -407,7 +406,6 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
   if (!r.ok()) return r.status();
   if (InodeRef replaced = *r) {
     std::lock_guard g(replaced->mu);
-    replaced->kept_for_kernel = true;
     if (FileData::unused_locked(*replaced)) data_->free_locked(*replaced);
   }
   return Status::OK();

@@ -210,7 +210,6 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
     KVFS_RETURN_IF_ERROR(journal_->journal({}, {victim.get()}, next_ino_.load()));
   std::unique_lock l(mu_);
   unlink_locked(dir, victim);
-  victim->linked = false;
   const int64_t t = clock_->now_ns();
   {
     std::lock_guard g(dir->mu);
@@ -218,6 +217,7 @@ Result<InodeRef> Namespace::remove(uint64_t parent, std::string_view name, bool 
   }
   {
     std::lock_guard g(victim->mu);
+    unlink_for_client_locked(*victim);
     victim->ctime_ns = t;
   }
   if (unused_locked(*victim)) table_.erase(victim->ino);
@@ -273,7 +273,8 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
   std::unique_lock l(mu_);
   if (dst) {
     unlink_locked(dst_dir, dst);
-    dst->linked = false;
+    std::lock_guard g(dst->mu);
+    unlink_for_client_locked(*dst);
   }
   unlink_locked(src_dir, src);
   link_locked(dst_dir, src, std::string(new_name));
@@ -306,6 +307,14 @@ Status Namespace::drop(const InodeRef& in) {
   std::unique_lock l(mu_);
   detach_locked(*d, in);
   return Status::OK();
+}
+
+void Namespace::unlink_for_client_locked(Inode& in) {
+  // Together under the inode's lock: a flush committing it right now frees
+  // the data of an unused unlinked inode, and must not take what the
+  // kernel may still open.
+  in.kept_for_kernel = true;
+  in.linked = false;
 }
 
 void Namespace::detach_locked(Inode* dir, const InodeRef& in) {

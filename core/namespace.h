@@ -109,10 +109,12 @@ class Namespace {
   Result<InodeRef> create(uint64_t parent, std::string_view name, const NewNode& n, bool excl,
                           bool* created);
 
-  // unlink (dir=false) or rmdir (dir=true); returns the removed inode.
+  // unlink (dir=false) or rmdir (dir=true); returns the removed inode,
+  // kept for the kernel (Inode::kept_for_kernel).
   Result<InodeRef> remove(uint64_t parent, std::string_view name, bool dir);
 
-  // Returns the inode that the rename replaced (unlinked), or null.
+  // Returns the inode that the rename replaced (unlinked, kept for the
+  // kernel), or null.
   Result<InodeRef> rename(uint64_t parent, std::string_view name, uint64_t new_parent,
                           std::string_view new_name, unsigned flags);
 
@@ -199,6 +201,10 @@ class Namespace {
   bool release_import_locked(const InodeRef& in);
   // Unlinks `in` from dir and marks it gone (both locks held exclusively).
   void detach_locked(Inode* dir, const InodeRef& in);
+  // A client's unlink or rename over it: no longer linked, its data kept
+  // while the kernel holds it (Inode::kept_for_kernel). Requires mu_ and
+  // in.mu.
+  void unlink_for_client_locked(Inode& in);
   void drop_subtree_locked(Inode& in, std::vector<uint64_t>* orphans);
 
   Journal* const journal_;
