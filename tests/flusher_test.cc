@@ -134,13 +134,14 @@ class FlusherTest : public ::testing::Test {
     }
     return in;
   }
-  // Waits (30 s at most) until a flusher has captured `in`.
-  bool wait_in_flush(const InodeRef& in) {
+  // Waits (30 s at most) until a flusher has captured `in`, or with
+  // in_flight=false until that flush has ended; says whether it got there.
+  bool wait_in_flush(const InodeRef& in, bool in_flight = true) {
     std::unique_lock l(in->mu);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!in->in_flush && std::chrono::steady_clock::now() < deadline)
+    while (in->in_flush != in_flight && std::chrono::steady_clock::now() < deadline)
       flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
-    return in->in_flush;
+    return in->in_flush == in_flight;
   }
   std::map<uint64_t, InodeSnapshot> committed() {
     std::map<uint64_t, InodeSnapshot> m;
@@ -263,13 +264,7 @@ TEST_F(FlusherTest, AFileUnlinkedWhileItsFlushIsRefusedDoesNotFailFlushAll) {
   // Its flush is waiting for room (about one round) before it is refused.
   ASSERT_TRUE(wait_in_flush(big));
   ASSERT_TRUE(ns_->remove(kRootIno, "big", false).ok());
-  {
-    std::unique_lock l(big->mu);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (big->in_flush && std::chrono::steady_clock::now() < deadline)
-      flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
-    ASSERT_FALSE(big->in_flush);
-  }
+  ASSERT_TRUE(wait_in_flush(big, false));
   // Refused after its unlink: nothing waits for room, so writers go on.
   EXPECT_FALSE(budget_->no_space());
   EXPECT_FALSE(flusher_->writes_refused());
