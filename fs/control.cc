@@ -186,7 +186,8 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"read", latency(lat.read)},
         {"write", latency(lat.write)},
         {"create", latency(lat.create)},
-        {"rename", latency(lat.rename)}}},
+        {"rename", latency(lat.rename)},
+        {"flush", latency(lat.flush)}}},
   };
 }
 

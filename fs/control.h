@@ -36,7 +36,7 @@ inline constexpr uint64_t kControlIno = 0xFFFFFFFFFFFF0001ull;
 // Latencies recorded by the FUSE ops: p50/p99 for the admin tool, histograms
 // for Prometheus.
 struct OpLatencies {
-  LatencyHistogram lookup, read, write, create, rename;
+  LatencyHistogram lookup, read, write, create, rename, flush;
 };
 
 // One open of the control file. Thread-safe: a client may use one descriptor

@@ -21,6 +21,10 @@ void set_open_flags(fuse_file_info* fi, const OpenFile* f) {
   // A file written since its last open starts from the daemon's bytes.
   fi->keep_cache = f->keep_cache ? 1 : 0;
   fi->direct_io = 0;
+  // A close of a handle that cannot write has nothing to do here (closed()
+  // returns at once): the kernel skips the FLUSH round trip (FOPEN_NOFLUSH,
+  // Linux 5.16+; older kernels ignore it), one request less per load.
+  fi->noflush = f->writable ? 0 : 1;
 }
 
 }  // namespace
@@ -115,9 +119,16 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // close() is cheap: it queues the file for the flushers and returns; fsync
   // is the call that waits for the backing dir. It must mark the file
   // complete here: the kernel sends release later, in the background, so a
-  // client's fsync of the directory can arrive before it.
+  // client's fsync of the directory can arrive before it. Only handles that
+  // can write send it (set_open_flags). Counted before the reply, so that a
+  // client sees the count once its close() has returned.
   guarded(req, [&] {
-    Status st = ino != kControlIno ? ctx(req).store->closed(handle(fi)) : Status::OK();
+    if (ino == kControlIno) return (void)fuse_reply_err(req, 0);
+    Status st;
+    {
+      ScopedLatency t(ctx(req).lat.flush);
+      st = ctx(req).store->closed(handle(fi));
+    }
     fuse_reply_err(req, to_errno(st));
   });
 }

@@ -308,7 +308,7 @@ std::string render(const std::string& mnt, const json& s, const std::string& ver
   // Latencies: one histogram per FUSE operation. Buckets in the JSON are
   // cumulative already (the daemon's snapshot), the last one is +Inf.
   std::string hb;
-  for (const char* op : {"lookup", "read", "write", "create", "rename"}) {
+  for (const char* op : kLatencyOps) {
     const json::json_pointer p(std::string("/latency/") + op);
     if (!s.contains(p)) continue;
     const json& h = s.at(p);

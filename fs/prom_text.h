@@ -10,6 +10,12 @@
 
 namespace kvfs::prom {
 
+// The FUSE operations whose latencies the stats reply carries under
+// "latency" (fs/control.h OpLatencies), in the order both outlets list them.
+// flush: the close of a handle that can write (read-only handles send none).
+inline constexpr const char* kLatencyOps[] = {"lookup", "read",   "write",
+                                              "create", "rename", "flush"};
+
 // The stats reply `s` as metrics labelled mountpoint="mnt"; kvfs_up 1.
 std::string render(const std::string& mnt, const nlohmann::json& s, const std::string& version);
 // Only kvfs_up 0: the daemon could not be reached.

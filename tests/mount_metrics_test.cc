@@ -1,16 +1,20 @@
 // The daemon's /metrics (mount option metrics=) and kvfs-admin --prometheus:
 // real Prometheus histograms, hits and misses in one unit, promtool's verdict
-// on both outputs, bad values refused at mount, the port closed at unmount.
+// on both outputs, bad values refused at mount, the port closed at unmount,
+// and which closes reach the daemon (a flush only from handles that write).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -125,7 +129,7 @@ Scrape parse(const std::string& text) {
 std::string histogram_errors(const Scrape& sc) {
   std::string err;
   if (!sc.types.count("# TYPE kvfs_op_latency_seconds histogram")) err += "no histogram TYPE; ";
-  for (const char* op : {"lookup", "read", "write", "create", "rename"}) {
+  for (const char* op : {"lookup", "read", "write", "create", "rename", "flush"}) {
     auto it = sc.buckets.find(op);
     if (it == sc.buckets.end() || it->second.size() < 2) {
       err += std::string("no buckets for ") + op + "; ";
@@ -215,7 +219,7 @@ TEST(Metrics, HttpHistogramsGrowAndPassPromtool) {
   const std::string text = scrape_text(port);
   const Scrape s1 = parse(text);
   EXPECT_EQ(histogram_errors(s1), "") << text;
-  for (const char* op : {"read", "lookup", "write", "create"}) {
+  for (const char* op : {"read", "lookup", "write", "create", "flush"}) {
     const std::string c = std::string("kvfs_op_latency_seconds_count{op=\"") + op + "\"}";
     EXPECT_GT(s1.get(c), s0.get(c)) << op;
     const std::string sum = std::string("kvfs_op_latency_seconds_sum{op=\"") + op + "\"}";
@@ -267,6 +271,42 @@ TEST(Metrics, HttpHistogramsGrowAndPassPromtool) {
   EXPECT_EQ(p1.exit_code, 0) << "promtool on /metrics:\n" << p1.output << "\n" << text;
   RunResult p2 = promtool_check(m, adm.output, "admin.prom");
   EXPECT_EQ(p2.exit_code, 0) << "promtool on kvfs-admin:\n" << p2.output << "\n" << adm.output;
+}
+
+// Linux 5.16 and later honour FOPEN_NOFLUSH.
+bool kernel_skips_flush() {
+  utsname u{};
+  int major = 0, minor = 0;
+  return ::uname(&u) == 0 && std::sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+         (major > 5 || (major == 5 && minor >= 16));
+}
+
+// A close of a handle that cannot write costs no round trip to the daemon
+// (a load is open, read, close); one that can write still reaches it,
+// which queues the file for flushing there.
+TEST(Metrics, OnlyHandlesThatCanWriteSendAFlushOnClose) {
+  if (!kernel_skips_flush()) GTEST_SKIP() << "FOPEN_NOFLUSH needs Linux 5.16 or later";
+  const unsigned port = free_port();
+  ASSERT_NE(port, 0u);
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok("metrics=" + std::to_string(port)));
+  const std::string f = m.path("f");
+  ASSERT_TRUE(write_file(f, random_bytes(8192, 7)));
+  const std::string count = "kvfs_op_latency_seconds_count{op=\"flush\"}";
+  const double before = parse(scrape_text(port)).get(count);
+  EXPECT_GE(before, 1) << "the writer's close";
+  for (int i = 0; i < 5; ++i) {
+    int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    char c;
+    EXPECT_EQ(::read(fd, &c, 1), 1);
+    EXPECT_EQ(::close(fd), 0);
+  }
+  EXPECT_EQ(parse(scrape_text(port)).get(count), before) << "read-only closes sent a flush";
+  int fd = ::open(f.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_EQ(parse(scrape_text(port)).get(count), before + 1);
 }
 
 TEST(Metrics, StoppedAtUnmount) {

@@ -203,7 +203,7 @@ std::string render_table(const std::string& root, const json& s, const json* pre
                     std::to_string(unum(s, "/errors/enospc")) + " ENOSPC; " +
                     std::to_string(unum(s, "/errors/dropped_files")) + " files dropped");
   std::string lat;
-  for (const char* op : {"lookup", "read", "write", "create", "rename"}) {
+  for (const char* op : prom::kLatencyOps) {
     const std::string base = std::string("/latency/") + op;
     char b[128];
     std::snprintf(b, sizeof(b), "%s%s %.0f/%.0f", lat.empty() ? "" : ", ", op,
