@@ -13,8 +13,9 @@
 #   2. The same stores with a RAM tier that holds them (BIG_RAM): what the
 #      store pattern costs when kvfs absorbs it (direct pays a create, a
 #      rename and the mkdirs' round trips per chunk).
-#   3. A 128-chunk prefix read cold (kvfs remounted: RAM empty; plain:
-#      never cached, O_DIRECT), chunk after chunk by one loader, as GB/s and
+#   3. A 128-chunk prefix read cold (kvfs remounted: RAM empty, measured once
+#      the mount's background prefault is done, as in 1; plain: never
+#      cached, O_DIRECT), chunk after chunk by one loader, as GB/s and
 #      as a share of the preset's link bandwidth; then the same with prefixes
 #      of SMALL_TOTAL bytes in smaller chunks (SMALL_SIZES), where a plain
 #      dir's lookup and open per chunk count against the transfer.
@@ -104,6 +105,7 @@ for run in $(seq "$RUNS"); do
   one kvfs-write "$run" write "$KMNT" --file p/c --size $SIZE --count "$PREFIX" --sync
   umount_kvfs
   mount_kvfs "$RAM" capacity=100G
+  wait_settled 20
   one "kvfs-$RAM" "$run" read36 "$KMNT" --file p/c --size $SIZE --count "$PREFIX" --iters 1 --warmup 0
   umount_kvfs
   for small in $SMALL_SIZES; do
@@ -116,6 +118,7 @@ for run in $(seq "$RUNS"); do
     one kvfs-write "$run" write "$KMNT" --file s/c --size "$small" --count "$n" --sync
     umount_kvfs
     mount_kvfs "$RAM" capacity=100G
+    wait_settled 20
     one "kvfs-$RAM" "$run" read36 "$KMNT" --file s/c --size "$small" --count "$n" --iters 1 --warmup 0
     umount_kvfs
   done
