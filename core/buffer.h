@@ -3,8 +3,11 @@
 //
 // Freed buffers are recycled through a free list per size class: memory
 // touched for the first time is slow in VMs (0.2-0.5 GB/s), so reusing warm
-// buffers keeps writes at memcpy speed. The RamTier trims the free list to
-// the part of its budget it does not use and a small reserve (trim,
+// buffers keeps writes and cold reads at memcpy speed. A class with no idle
+// buffer halves a larger idle one before it takes fresh memory (a buddy
+// split; the pieces are not merged again, and an unwanted piece's memory
+// goes back with madvise). The RamTier trims the free list to the part of
+// its budget it does not use and a small reserve (trim,
 // RamTier::idle_buffers), so idle and used buffers together stay within
 // ram_size plus 16 to 32 MiB. Thread-safe.
 #pragma once
@@ -35,9 +38,10 @@ class Buffer {
 
  private:
   friend class BufferPool;
-  Buffer(char* d, size_t c) : data_(d), capacity_(c) {}
+  Buffer(char* d, size_t c, bool piece) : data_(d), capacity_(c), piece_(piece) {}
   char* data_;
   size_t capacity_;
+  bool piece_;  // cut from a larger buffer (never passed to free())
 };
 
 using BufRef = std::shared_ptr<Buffer>;

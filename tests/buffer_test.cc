@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace kvfs {
@@ -44,11 +46,60 @@ TEST_F(BufferPoolTest, FreedBuffersAreReusedInTheirClass) {
     first = b->data();
   }
   EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
-  BufRef small = BufferPool::allocate(4096);  // another class: not that one
-  EXPECT_NE(small->data(), first);
   BufRef again = BufferPool::allocate(kBlockSize);
   EXPECT_EQ(again->data(), first);
   EXPECT_EQ(BufferPool::free_bytes(), 0u);
+}
+
+bool within(const char* p, const char* base, size_t len) {
+  return p >= base && p < base + len;
+}
+
+// The mount-time prefault fills the pool with 1 MiB buffers; a cold read of
+// a 512 KiB file's block must use that warm memory, not fault in new pages.
+TEST_F(BufferPoolTest, ASmallerClassSplitsAnIdleLargerBufferBeforeTakingFreshMemory) {
+  char* big;
+  {
+    BufRef b = BufferPool::allocate(kBlockSize);
+    big = b->data();
+  }
+  BufRef a = BufferPool::allocate(kBlockSize / 2);
+  EXPECT_EQ(a->capacity(), kBlockSize / 2);
+  EXPECT_TRUE(within(a->data(), big, kBlockSize));
+  EXPECT_EQ(BufferPool::free_bytes(), kBlockSize / 2);  // the other half
+  BufRef s = BufferPool::allocate(4096);                // from that half, down to 4 KiB
+  EXPECT_TRUE(within(s->data(), big, kBlockSize));
+  EXPECT_EQ(BufferPool::free_bytes(), kBlockSize / 2 - 4096);
+  BufRef q = BufferPool::allocate(kBlockSize / 4);
+  EXPECT_TRUE(within(q->data(), big, kBlockSize));
+  // Pieces never overlap.
+  std::vector<std::pair<const char*, size_t>> v = {
+      {a->data(), a->capacity()}, {s->data(), s->capacity()}, {q->data(), q->capacity()}};
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = i + 1; j < v.size(); ++j)
+      EXPECT_TRUE(v[i].first + v[i].second <= v[j].first || v[j].first + v[j].second <= v[i].first)
+          << i << " " << j;
+  BufRef fresh = BufferPool::allocate(kBlockSize);  // nothing idle that large
+  EXPECT_FALSE(within(fresh->data(), big, kBlockSize));
+}
+
+// A trimmed piece is not freed (it is not the start of an allocation): its
+// pages go back to the system and the piece is handed out again later.
+TEST_F(BufferPoolTest, TrimmedPiecesGiveTheirPagesBackAndAreReused) {
+  char* big;
+  {
+    BufRef b = BufferPool::allocate(kBlockSize);
+    big = b->data();
+    std::memset(big, 0xab, kBlockSize);
+  }
+  { BufRef a = BufferPool::allocate(kBlockSize / 2); }
+  EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
+  BufferPool::trim(0);
+  EXPECT_EQ(BufferPool::free_bytes(), 0u);
+  BufRef a = BufferPool::allocate(kBlockSize / 2);
+  ASSERT_TRUE(within(a->data(), big, kBlockSize));
+  for (size_t i = 0; i < a->capacity(); i += 4096) ASSERT_EQ(a->data()[i], 0) << i;
+  std::memset(a->data(), 0x5c, a->capacity());  // usable again
 }
 
 TEST_F(BufferPoolTest, IdleBuffersStayUnderTheLimitAndTheCap) {
@@ -61,11 +112,17 @@ TEST_F(BufferPoolTest, IdleBuffersStayUnderTheLimitAndTheCap) {
   BufferPool::set_limit(kBlockSize);                    // the RAM tier's budget is used up
   BufferPool::trim(kBlockSize);
   EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);
-  { BufRef b = BufferPool::allocate(4096); }
+  {
+    BufRef b = BufferPool::allocate(kBlockSize);  // the idle one
+    BufRef c = BufferPool::allocate(kBlockSize);  // fresh
+  }
   EXPECT_EQ(BufferPool::free_bytes(), kBlockSize);  // over the limit: not kept
   // trim frees the largest first.
   BufferPool::set_limit(SIZE_MAX);
-  { BufRef b = BufferPool::allocate(4096); }
+  {
+    BufRef b = BufferPool::allocate(kBlockSize);
+    BufRef s = BufferPool::allocate(4096);  // nothing idle to split
+  }
   EXPECT_EQ(BufferPool::free_bytes(), kBlockSize + 4096);
   BufferPool::trim(4096);
   EXPECT_EQ(BufferPool::free_bytes(), 4096u);
