@@ -8,7 +8,6 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <utility>
 #include <vector>
 
 namespace kvfs {
@@ -50,22 +49,18 @@ Pool& pool() {
   return *p;
 }
 
-// Gives the memory of idle buffers of capacity cap back to the system (no
-// lock held: a syscall per piece); pieces then wait in the cold lists.
-void give_back(const std::vector<Idle>& drop, size_t cap) {
-  Pool& p = pool();
-  std::vector<std::pair<char*, int>> cold;
-  for (const Idle& i : drop) {
-    if (!i.piece) {
-      std::free(i.d);
-      continue;
-    }
-    ::madvise(i.d, cap, MADV_DONTNEED);
-    cold.emplace_back(i.d, class_index(cap));
+// Gives the memory of an idle buffer of capacity cap back to the system;
+// called with no lock held (a piece costs a syscall), a piece then waits
+// in its cold list.
+void give_back(const Idle& i, size_t cap) {
+  if (!i.piece) {
+    std::free(i.d);
+    return;
   }
-  if (cold.empty()) return;
+  ::madvise(i.d, cap, MADV_DONTNEED);
+  Pool& p = pool();
   std::lock_guard g(p.mu);
-  for (auto& [d, c] : cold) p.cold[c].push_back(d);
+  p.cold[class_index(cap)].push_back(i.d);
 }
 
 // Returns whether the pool kept the buffer (false: it went to the system).
@@ -79,7 +74,7 @@ bool release_memory(char* d, size_t cap, bool piece) {
       return true;
     }
   }
-  give_back({{d, piece}}, cap);
+  give_back({d, piece}, cap);
   return false;
 }
 
@@ -97,8 +92,8 @@ void trim_locked(Pool& p, size_t keep, std::array<std::vector<Idle>, kClasses>* 
 }
 
 void give_back_all(const std::array<std::vector<Idle>, kClasses>& drop) {
-  for (int i = 0; i < kClasses; ++i)
-    if (!drop[i].empty()) give_back(drop[i], kAlign << i);
+  for (int c = 0; c < kClasses; ++c)
+    for (const Idle& i : drop[c]) give_back(i, kAlign << c);
 }
 
 // No idle buffer of class c: halves the smallest larger idle one that was
