@@ -135,6 +135,10 @@ void Prefetcher::read_one(const Job& j) {
     cancelled_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (!p_.ram->room_to_read_ahead(k)) {
+    no_room_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   ConstBufRef b;
   // Errors are counted and logged there; a client read of the block meets
   // them again and answers for them (EIO, and a corrupt file is dropped).
@@ -156,6 +160,7 @@ PrefetchStats Prefetcher::stats() const {
   s.read_bytes = read_bytes_.load();
   s.cancelled = cancelled_.load();
   s.over_budget = over_budget_.load();
+  s.no_room = no_room_.load();
   return s;
 }
 

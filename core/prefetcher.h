@@ -11,8 +11,9 @@
 // (counted), so read-ahead never pushes more than that out of RAM. A block a client reads itself
 // meanwhile (taken()) is not read ahead again. A queued block is read only if it is still the
 // file's (an eviction, a truncate or a rewrite since cancels it) and not in
-// RAM already. Prefetched blocks enter the RAM tier marked, like any clean
-// block that eviction may take back: a client hit counts them used, an
+// RAM already, and only if the RAM tier has room it may take
+// (RamTier::room_to_read_ahead; else counted no_room, not read). Prefetched blocks enter the RAM
+// tier marked, like any clean block that eviction may take back: a client hit counts them used, an
 // eviction before any hit wasted (RamTierStats). A client read of a block
 // being prefetched waits for that read instead of making a second one
 // (FileData::read_block).
@@ -47,6 +48,7 @@ struct PrefetchStats {
   uint64_t reads = 0, read_bytes = 0;
   uint64_t cancelled = 0;    // no longer the file's, in RAM, or a deletion waited
   uint64_t over_budget = 0;  // blocks not queued: the budget was full
+  uint64_t no_room = 0;      // not read: RAM had no room it could take (RamTier)
 };
 
 class Prefetcher {
@@ -105,7 +107,8 @@ class Prefetcher {
   uint64_t pending_bytes_ = 0;                            // guarded by mu_
   bool stop_ = false;                                     // guarded by mu_
   std::vector<std::thread> threads_;
-  std::atomic<uint64_t> queued_{0}, reads_{0}, read_bytes_{0}, cancelled_{0}, over_budget_{0};
+  std::atomic<uint64_t> queued_{0}, reads_{0}, read_bytes_{0}, cancelled_{0}, over_budget_{0},
+      no_room_{0};
 };
 
 }  // namespace kvfs

@@ -29,6 +29,13 @@
 // before its next use. A hit moves a block from once to probation. The
 // newest once blocks (a 32nd of a shard) are spared a moment, so that the
 // requests of one split read (unaligned, or parallel extents) find them.
+// Blocks read once leave first across all shards, not only within the
+// shard whose turn it is (evict_locked()).
+//
+// A read ahead (Prefetcher) takes room only where a client's read would:
+// free room, blocks read once, or a block it beats by that rule
+// (room_to_read_ahead()). Otherwise the block it pushed out (a written one,
+// as likely to be read soon) would cross the link in its place.
 //
 // Thread-safe. Lock order: budget_mu_ before any shard mutex; the tier never
 // calls out while holding either, except the pressure callback, which is
@@ -106,6 +113,10 @@ class RamTier {
   void erase(const ExtentKey& key);
   // True if cached; counts nothing and changes no order (admin listings).
   bool contains(const ExtentKey& key);
+  // Whether a block read ahead would find room now: free room, blocks read
+  // once, or a block used less often lately than it (approximate: the
+  // locks are dropped on return). Counts nothing.
+  bool room_to_read_ahead(const ExtentKey& key);
   // The cached bytes, or null; counts nothing and changes no order (a
   // second look after a counted miss).
   ConstBufRef peek(const ExtentKey& key);
@@ -165,6 +176,9 @@ class RamTier {
   // Evicts clean entries until usage + extra <= capacity or nothing is left.
   // Requires budget_mu_.
   void evict_locked(uint64_t extra);
+  // Drops the last entry of `from` (not empty) and returns its bytes, to be
+  // freed once the shard's lock is dropped. Requires budget_mu_ and s.mu.
+  ConstBufRef evict_tail_locked(Shard& s, List from);
   // Drops clean data for `bytes` more and charges them if they fit (budget_mu_ held).
   bool admit_dirty_locked(uint64_t bytes);
   // How many bytes of idle buffers BufferPool may keep with `used` in use.

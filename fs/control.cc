@@ -143,6 +143,7 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
         {"wasted_blocks", s.ram.prefetch_wasted},
         {"cancelled_blocks", s.prefetch.cancelled},
         {"over_budget_blocks", s.prefetch.over_budget},
+        {"no_room_blocks", s.prefetch.no_room},
         {"joined_reads", s.joined_reads},
         // Read-ahead along segments, across files (segment_windows.h).
         {"window_reads", s.windows.reads},

@@ -170,11 +170,13 @@ const std::vector<PromMetric>& prom_metrics() {
         {"kvfs_prefetch_blocks_total",
          "counter",
          "Blocks read ahead, by fate: used (a client read them), wasted (left RAM unread), "
-         "cancelled (evicted or rewritten before the read), over_budget (not queued).",
+         "cancelled (evicted or rewritten before the read), over_budget (not queued), "
+         "no_room (not read: only blocks written or kept could have made room).",
          {{"fate=\"used\"", "/prefetch/used_blocks"},
           {"fate=\"wasted\"", "/prefetch/wasted_blocks"},
           {"fate=\"cancelled\"", "/prefetch/cancelled_blocks"},
-          {"fate=\"over_budget\"", "/prefetch/over_budget_blocks"}}},
+          {"fate=\"over_budget\"", "/prefetch/over_budget_blocks"},
+          {"fate=\"no_room\"", "/prefetch/no_room_blocks"}}},
         {"kvfs_prefetch_pending_bytes",
          "gauge",
          "Bytes queued or being read ahead now.",

@@ -160,5 +160,43 @@ TEST_F(PrefetcherTest, StopDropsWhatIsQueued) {
   EXPECT_EQ(p->stats().queued, 3u);
 }
 
+// A full RAM tier of written blocks, not read yet: a read ahead would push
+// one out, and that block's own read would cross the link in its place.
+// Blocks a client read once (they went in while there was room) may go.
+TEST_F(PrefetcherTest, ReadsNothingAheadIntoRamFullOfWrittenBlocks) {
+  InodeRef cold = cold_file(4);
+  std::vector<InodeRef> hot;
+  for (int f = 0; f < 8; ++f) {  // 64 MiB: the whole tier
+    hot.push_back(std::make_shared<Inode>(10 + f));
+    hot.back()->mode = S_IFREG | 0644;
+    for (uint32_t b = 0; b < 8; ++b) write(*hot.back(), uint64_t(b) * kBlockSize, kBlockSize, 'h');
+    flush(*hot.back());
+  }
+  ASSERT_EQ(ram_.stats().clean_bytes, 64u << 20);
+  auto p = make(64 << 20);
+  p->start(2);
+  p->want(cold);
+  ASSERT_TRUE(p->wait_idle(seconds(30)));
+  PrefetchStats s = p->stats();
+  EXPECT_EQ(s.reads, 0u);
+  EXPECT_EQ(s.no_room, 4u);
+  for (uint32_t b = 0; b < 4; ++b) EXPECT_FALSE(in_ram(*cold, b)) << b;
+  for (auto& in : hot)
+    for (uint32_t b = 0; b < 8; ++b) EXPECT_TRUE(in_ram(*in, b));
+
+  // The same tier holding blocks clients read once: read ahead.
+  ram_.drop_clean();
+  for (auto& in : hot)
+    for (uint32_t b = 0; b < 8; ++b) {
+      ConstBufRef out;
+      ASSERT_TRUE(data_->read_block(in->ino, b, in->blocks[b].ext, &out, false).ok());
+    }
+  ASSERT_EQ(ram_.stats().clean_bytes, 64u << 20);
+  p->want(cold);
+  ASSERT_TRUE(p->wait_idle(seconds(30)));
+  EXPECT_EQ(p->stats().reads, 4u);
+  for (uint32_t b = 0; b < 4; ++b) EXPECT_TRUE(in_ram(*cold, b)) << b;
+}
+
 }  // namespace
 }  // namespace kvfs

@@ -59,6 +59,18 @@ TEST(RamTier, LoadingMoreThanRamKeepsTheWrittenBlocksNotReadYet) {
   EXPECT_EQ(t.stats().admitted, 0u);
 }
 
+// The same across shards (the mount's 16): a block read once in one shard
+// must push out a block read once in another, not a written block there
+// that is still to be read.
+TEST(RamTier, LoadingMoreThanRamKeepsTheWrittenBlocksNotReadYetInEveryShard) {
+  RamTier t(64 * kBlockSize, 4);
+  for (uint64_t i = 0; i < 128; ++i) t.insert({1, i * kBlockSize}, block());
+  int hits = 0;
+  for (uint64_t i = 0; i < 128; ++i) hits += read(t, {1, i * kBlockSize});
+  EXPECT_EQ(hits, 64);
+  EXPECT_EQ(t.stats().admitted, 0u);
+}
+
 TEST(RamTier, ALoopOverMoreThanRamKeepsAPartOfItInRam) {
   RamTier t(8 * kBlockSize, 0);
   // 12 blocks read round after round (a chat's history every round): least
@@ -68,6 +80,14 @@ TEST(RamTier, ALoopOverMoreThanRamKeepsAPartOfItInRam) {
     for (uint64_t i = 0; i < 12; ++i) hits += read(t, {2, i * kBlockSize});
   EXPECT_GE(hits, 8 * 9) << "the first round's 8 blocks stay, hit in every later round";
   EXPECT_EQ(t.stats().admitted, 0u) << "a tie keeps what is in RAM";
+}
+
+TEST(RamTier, ALoopOverMoreThanRamKeepsAPartOfItInRamInEveryShard) {
+  RamTier t(64 * kBlockSize, 4);
+  int hits = 0;
+  for (int round = 0; round < 10; ++round)
+    for (uint64_t i = 0; i < 96; ++i) hits += read(t, {2, i * kBlockSize});
+  EXPECT_GE(hits, 64 * 9);
 }
 
 TEST(RamTier, ABlockReadFromTheBackingOftenEnoughIsKept) {

@@ -184,7 +184,8 @@ std::string render_table(const std::string& root, const json& s, const json* pre
                       human_bytes(num(s, "/prefetch/read_bytes")) + "), " +
                       std::to_string(unum(s, "/prefetch/used_blocks")) + " used, " +
                       std::to_string(unum(s, "/prefetch/wasted_blocks")) + " wasted, " +
-                      std::to_string(unum(s, "/prefetch/cancelled_blocks")) + " cancelled; " +
+                      std::to_string(unum(s, "/prefetch/cancelled_blocks")) + " cancelled, " +
+                      std::to_string(unum(s, "/prefetch/no_room_blocks")) + " no room; " +
                       human_bytes(num(s, "/prefetch/pending_bytes")) + " in flight of " +
                       human_bytes(num(s, "/prefetch/budget_bytes")));
   add("flush", std::to_string(unum(s, "/flush/queued")) + " queued, " +
