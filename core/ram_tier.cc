@@ -14,7 +14,6 @@ struct RamTier::Entry {
   List list = kProbation;
   bool prefetched = false;  // read ahead, not yet asked for
   bool read_once = false;   // came in for one client read, no hit since
-  uint64_t once_seq = 0;    // when it entered the once list (RamTier-wide order)
 };
 
 struct RamTier::Shard {
@@ -30,18 +29,6 @@ struct RamTier::Shard {
   uint64_t charge = 0;                                            // guarded by mu
   uint64_t prefetch_used = 0, prefetch_wasted = 0, admitted = 0;  // guarded by mu
   std::atomic<uint64_t>* prefetched_total = nullptr;              // RamTier's, set once
-  std::atomic<uint64_t>* once_total = nullptr;                    // RamTier's, set once
-  std::atomic<uint64_t>* once_clock = nullptr;                    // RamTier's, set once
-
-  void add_once(Entry& e) {
-    once_bytes += e.charge;
-    once_total->fetch_add(e.charge, std::memory_order_relaxed);
-    e.once_seq = once_clock->fetch_add(1, std::memory_order_relaxed);
-  }
-  void sub_once(const Entry& e) {
-    once_bytes -= e.charge;
-    once_total->fetch_sub(e.charge, std::memory_order_relaxed);
-  }
 
   // A read-ahead block leaves, or a client takes it.
   void unprefetch(Entry& e, bool used) {
@@ -53,14 +40,14 @@ struct RamTier::Shard {
     charge -= it->charge;
     if (it->prefetched) unprefetch(*it, false);
     if (it->list == kProtected) protected_bytes -= it->charge;
-    if (it->list == kOnce) sub_once(*it);
+    if (it->list == kOnce) once_bytes -= it->charge;
     lists[it->list].erase(it);
   }
   void move(std::list<Entry>::iterator it, List to) {
     if (it->list == kProtected) protected_bytes -= it->charge;
-    if (it->list == kOnce) sub_once(*it);
+    if (it->list == kOnce) once_bytes -= it->charge;
     if (to == kProtected) protected_bytes += it->charge;
-    if (to == kOnce) add_once(*it);
+    if (to == kOnce) once_bytes += it->charge;
     lists[to].splice(lists[to].begin(), lists[it->list], it);
     it->list = to;
   }
@@ -100,8 +87,6 @@ RamTier::RamTier(uint64_t capacity, unsigned shard_bits)
   for (unsigned i = 0; i <= shard_mask_; ++i) {
     shards_.push_back(std::make_unique<Shard>(entries));
     shards_.back()->prefetched_total = &prefetched_bytes_;
-    shards_.back()->once_total = &once_bytes_;
-    shards_.back()->once_clock = &once_clock_;
   }
 }
 
@@ -168,7 +153,7 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf, Admit how) {
         Entry{key, std::move(buf), charge, to, how == Admit::kPrefetch, how == Admit::kRead});
     s.map.emplace(key, s.lists[to].begin());
     s.charge += charge;
-    if (to == kOnce) s.add_once(s.lists[to].front());
+    if (to == kOnce) s.once_bytes += charge;
     if (how == Admit::kPrefetch) prefetched_bytes_.fetch_add(charge, std::memory_order_relaxed);
   }
   clean_bytes_ += charge;
@@ -190,7 +175,11 @@ bool RamTier::room_to_read_ahead(const ExtentKey& key) {
   // excess under it, so an excess seen here is one a read ahead can take.
   std::lock_guard b(budget_mu_);
   if (!full()) return true;
-  if (once_bytes_.load(std::memory_order_relaxed) > once_window(capacity_.load())) return true;
+  const uint64_t window = capacity_.load(std::memory_order_relaxed) / shards_.size() / 32;
+  for (auto& sp : shards_) {
+    std::lock_guard g(sp->mu);
+    if (sp->once_bytes > window) return true;
+  }
   // It would push out the block evict_locked() takes next. A block read
   // once by a client (it went in while there was room) may go; a block
   // written or kept only for one used less often lately than this one,
@@ -234,33 +223,26 @@ void RamTier::erase(const ExtentKey& key) {
 
 void RamTier::evict_locked(uint64_t extra) {
   const uint64_t cap = capacity_.load();
-  const uint64_t window = once_window(cap);
+  // The newest blocks read once stay a moment (a window of a 32nd of the
+  // shard): a read split into requests that reach the block one after
+  // another (unaligned, or parallel extents of one load) finds it.
+  const uint64_t window = cap / shards_.size() / 32;
   unsigned empty_in_a_row = 0;
   while (clean_bytes_ + dirty_bytes_ + extra > cap && clean_bytes_ > 0 &&
          empty_in_a_row <= shard_mask_) {
     ConstBufRef victim;  // freed after the shard lock is dropped
     bool found = false;
-    // Blocks read once go first, the oldest in the whole tier: the shard in
-    // turn giving up its probation tail while another shard held blocks
-    // read once pushed out written blocks still to be read (a load of more
-    // than RAM holds kept 45 of 64 such blocks across 16 shards, 64 with
-    // one shard).
-    if (once_bytes_.load(std::memory_order_relaxed) > window) {
-      Shard* oldest = nullptr;
-      uint64_t oldest_seq = UINT64_MAX;
-      for (auto& sp : shards_) {
-        std::lock_guard g(sp->mu);
-        if (!sp->lists[kOnce].empty() && sp->lists[kOnce].back().once_seq < oldest_seq) {
-          oldest_seq = sp->lists[kOnce].back().once_seq;
-          oldest = sp.get();
-        }
-      }
-      if (oldest) {
-        std::lock_guard g(oldest->mu);
-        if (!oldest->lists[kOnce].empty()) {
-          victim = evict_tail_locked(*oldest, kOnce);
-          found = true;
-        }
+    // Blocks read once go first, from any shard: taking the next shard's
+    // probation tail while another shard holds blocks read once pushed out
+    // written blocks still to be read (a load of more than RAM holds hit 45
+    // of 64 such blocks across 16 shards, 64 with one shard).
+    for (unsigned i = 0; i <= shard_mask_ && !found; ++i) {
+      Shard& s = *shards_[(evict_cursor_ + i) & shard_mask_];
+      std::lock_guard g(s.mu);
+      if (s.once_bytes > window) {
+        victim = evict_tail_locked(s, kOnce);
+        evict_cursor_ += i + 1;
+        found = true;
       }
     }
     if (!found) {
@@ -283,15 +265,6 @@ void RamTier::evict_locked(uint64_t extra) {
   const uint64_t idle = idle_buffers(cap, clean_bytes_ + dirty_bytes_ + extra);
   BufferPool::set_limit(idle);
   BufferPool::trim(idle);
-}
-
-uint64_t RamTier::once_window(uint64_t cap) {
-  // The newest blocks read once stay a moment: a read split into requests
-  // that reach the block one after another (unaligned, or the parallel
-  // extents of one NIXL load) finds it. A 32nd of the tier, and 2 MiB at
-  // least (a 32nd of each shard was under one 512 KiB block in a 132M tier,
-  // and NIXL's loads lost a tenth of their RAM hits).
-  return std::min(cap / 4, std::max(cap / 32, kSpareOnceMin));
 }
 
 ConstBufRef RamTier::evict_tail_locked(Shard& s, List from) {
@@ -418,7 +391,6 @@ void RamTier::drop_clean() {
       clean_bytes_ -= sp->charge;
       sp->charge = 0;
       sp->protected_bytes = 0;
-      once_bytes_.fetch_sub(sp->once_bytes, std::memory_order_relaxed);
       sp->once_bytes = 0;
     }
   }

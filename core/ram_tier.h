@@ -27,10 +27,10 @@
 // of every user of a chat reloads its history) keeps a fixed part of it in
 // RAM, where least-recently-used alone would push out each block just
 // before its next use. A hit moves a block from once to probation. The
-// newest once blocks (a 32nd of the tier, 2 MiB at least) are spared a
-// moment, so that the requests of one split read (unaligned, or parallel
-// extents) find them. Blocks read once leave first, oldest first across
-// all shards, not only within the shard whose turn it is (evict_locked()).
+// newest once blocks (a 32nd of a shard) are spared a moment, so that the
+// requests of one split read (unaligned, or parallel extents) find them.
+// Blocks read once leave first across all shards, not only within the
+// shard whose turn it is (evict_locked()).
 //
 // A read ahead (Prefetcher) takes room only where a client's read would:
 // free room, blocks read once, or a block it beats by that rule
@@ -183,10 +183,7 @@ class RamTier {
   bool admit_dirty_locked(uint64_t bytes);
   // How many bytes of idle buffers BufferPool may keep with `used` in use.
   static uint64_t idle_buffers(uint64_t cap, uint64_t used);
-  // Bytes of the newest blocks read once that eviction spares.
-  static uint64_t once_window(uint64_t cap);
   static constexpr uint64_t kIdleReserveMin = 16ull << 20, kIdleReserveMax = 32ull << 20;
-  static constexpr uint64_t kSpareOnceMin = 2ull << 20;
 
   std::atomic<uint64_t> capacity_;
   std::vector<std::unique_ptr<Shard>> shards_;
@@ -197,8 +194,6 @@ class RamTier {
   std::atomic<uint64_t> clean_bytes_{0};       // sum of shard charges
   std::atomic<uint64_t> dirty_bytes_{0};       // written under budget_mu_
   std::atomic<uint64_t> prefetched_bytes_{0};  // written under a shard's mu
-  std::atomic<uint64_t> once_bytes_{0};        // sum of shards' once_bytes
-  std::atomic<uint64_t> once_clock_{0};        // orders entries into once lists
   std::atomic<int> waiters_{0};
   std::function<void()> pressure_cb_;  // set before use
   GiveUpFn give_up_;                   // set before use
