@@ -61,11 +61,10 @@ struct RamTier::Shard {
   // read yet, and in a loop over more than RAM holds the same part stays.
   // full: keeping it means another block leaves (else it just goes in).
   List admit(const ExtentKey& k, bool full) {
-    if (!full || beats_next_victim(k)) {
-      if (full && next_victim()) ++admitted;
-      return kProbation;
-    }
-    return kOnce;
+    if (!full || !next_victim()) return kProbation;
+    if (!beats_next_victim(k)) return kOnce;
+    ++admitted;
+    return kProbation;
   }
   const Entry* next_victim() const {
     for (List c : {kProbation, kProtected})
@@ -175,7 +174,7 @@ bool RamTier::room_to_read_ahead(const ExtentKey& key) {
   // excess under it, so an excess seen here is one a read ahead can take.
   std::lock_guard b(budget_mu_);
   if (!full()) return true;
-  const uint64_t window = capacity_.load(std::memory_order_relaxed) / shards_.size() / 32;
+  const uint64_t window = once_window(capacity_.load(std::memory_order_relaxed));
   for (auto& sp : shards_) {
     std::lock_guard g(sp->mu);
     if (sp->once_bytes > window) return true;
@@ -223,10 +222,7 @@ void RamTier::erase(const ExtentKey& key) {
 
 void RamTier::evict_locked(uint64_t extra) {
   const uint64_t cap = capacity_.load();
-  // The newest blocks read once stay a moment (a window of a 32nd of the
-  // shard): a read split into requests that reach the block one after
-  // another (unaligned, or parallel extents of one load) finds it.
-  const uint64_t window = cap / shards_.size() / 32;
+  const uint64_t window = once_window(cap);
   unsigned empty_in_a_row = 0;
   while (clean_bytes_ + dirty_bytes_ + extra > cap && clean_bytes_ > 0 &&
          empty_in_a_row <= shard_mask_) {
@@ -275,6 +271,13 @@ ConstBufRef RamTier::evict_tail_locked(Shard& s, List from) {
   s.map.erase(it->key);
   s.remove(it);
   return victim;
+}
+
+uint64_t RamTier::once_window(uint64_t cap) const {
+  // The newest blocks read once stay a moment (a 32nd of the shard): a read
+  // split into requests that reach the block one after another
+  // (unaligned, or parallel extents of one load) finds it.
+  return cap / shards_.size() / 32;
 }
 
 uint64_t RamTier::idle_buffers(uint64_t cap, uint64_t used) {

@@ -183,6 +183,8 @@ class RamTier {
   bool admit_dirty_locked(uint64_t bytes);
   // How many bytes of idle buffers BufferPool may keep with `used` in use.
   static uint64_t idle_buffers(uint64_t cap, uint64_t used);
+  // Bytes of the newest blocks read once that each shard spares.
+  uint64_t once_window(uint64_t cap) const;
   static constexpr uint64_t kIdleReserveMin = 16ull << 20, kIdleReserveMax = 32ull << 20;
 
   std::atomic<uint64_t> capacity_;
