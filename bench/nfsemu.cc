@@ -40,6 +40,16 @@
 // Buffered writes are write-through (each 1 MiB request waits for its reply),
 // where an NFS client writes back asynchronously: writeback=1 turns on FUSE's
 // writeback cache for that, at the price of FUSE's own semantics of it.
+// Stable storage: an NFS client's O_DIRECT write returns only once its bytes
+// are on the server's stable storage (FILE_SYNC writes, or UNSTABLE ones and
+// a COMMIT; Linux fs/nfs/direct.c). FUSE does not show where a write call
+// ends, so a handle opened O_DIRECT that wrote pays one COMMIT at close (the
+// source fd's fdatasync plus a round trip, plus layout_rtt on pNFS), unless
+// an fsync paid it; NFS pays one per write call, so a client that writes a
+// file in several direct calls pays less here than on NFS (direct_commit=0:
+// none, the model before 2026-12-05). Buffered writes commit nothing at
+// close: an NFSv4 client holding a write delegation only starts their
+// writeback there.
 //
 // Presets (overridable with -o rtt_us=,data_us=,bw_mbps=,jitter=,...). They
 // are typical published ranges, not one measured system: RPC round trips as
@@ -106,6 +116,8 @@ int usage(FILE* out) {
                "  attr_timeout=S  entry/attribute cache timeout, like actimeo (default 1)\n"
                "  layout_rtt=N    extra round trips on open/create/fsync (pNFS layouts)\n"
                "  close_rtt=N     round trips on close (NFSv4 CLOSE; default 0)\n"
+               "  direct_commit=0|1  1 (default): a handle opened O_DIRECT that wrote pays a\n"
+               "                  COMMIT at close (fdatasync + 1 + layout_rtt round trips)\n"
                "  fallocate=0|1   0: fallocate fails EOPNOTSUPP (no NFSv4.2 ALLOCATE)\n"
                "  writeback=0|1   FUSE writeback cache: asynchronous buffered writes\n"
                "  threads=N       worker threads (default 64)\n"

@@ -53,6 +53,7 @@ struct Config {
   double attr_timeout = 1.0;  // s: entry, negative entry and attribute cache
   unsigned layout_rtt = 0;    // extra MDS round trips on open/create/fsync (pNFS)
   unsigned close_rtt = 0;     // round trips on close (FLUSH): NFSv4 CLOSE
+  bool direct_commit = true;  // an O_DIRECT handle that wrote commits at close
   bool fallocate = true;      // false: EOPNOTSUPP, like a server without ALLOCATE
   bool writeback = false;     // FUSE writeback cache (async buffered writes)
   unsigned threads = 64;      // worker threads: outstanding RPCs that overlap
@@ -84,6 +85,8 @@ void pay(Op op, unsigned rtts);
 void pay_data(Op op, uint64_t bytes, uint64_t arrived_ns);
 uint64_t clock_ns();
 void count_error();
+// A COMMIT paid at close for a handle's direct writes (em_flush).
+void count_commit();
 
 // The counters as one JSON line (no newline).
 std::string stats_json();

@@ -28,6 +28,7 @@ int open_file(int dirfd, const char* path, int flags, mode_t mode, File* f) {
     f->fd = openat(dirfd, path, flags & ~O_DIRECT, mode);
   if (f->fd < 0) return errno;
   f->direct = (fcntl(f->fd, F_GETFL) & O_DIRECT) != 0;
+  f->client_direct = (flags & O_DIRECT) != 0;
   return 0;
 }
 
@@ -96,16 +97,29 @@ void em_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t o
   }
   const ssize_t n = pwrite(f->fd, data, size, off);
   const int err = n < 0 ? errno : 0;
+  if (n > 0 && f->client_direct) f->uncommitted.store(true, std::memory_order_relaxed);
   pay_data(kWrite, n < 0 ? 0 : static_cast<uint64_t>(n), arrived);
   if (err) return reply_err(req, err);
   fuse_reply_write(req, static_cast<size_t>(n));
 }
 
 void em_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  File* f = file(fi);
   // close(dup()) reports a deferred write error of the source fs at close(2).
-  const int fd = dup(file(fi)->fd);
-  const int err = fd < 0 ? errno : (close(fd) == 0 ? 0 : errno);
-  pay(kFlush, config().close_rtt);
+  const int fd = dup(f->fd);
+  int err = fd < 0 ? errno : (close(fd) == 0 ? 0 : errno);
+  unsigned rtts = config().close_rtt;
+  // An NFS client's O_DIRECT write returns once its bytes are on the server's
+  // stable storage (FILE_SYNC, or UNSTABLE WRITEs and a COMMIT: Linux
+  // fs/nfs/direct.c). FUSE does not show where a write call ends, so the
+  // COMMIT is paid here, one per close (NFS pays one per write call): the
+  // local disk's flush, as for fsync, and its round trips.
+  if (config().direct_commit && f->uncommitted.exchange(false)) {
+    if (fdatasync(f->fd) != 0 && err == 0) err = errno;
+    rtts += 1 + config().layout_rtt;
+    count_commit();
+  }
+  pay(kFlush, rtts);
   reply_err(req, err);
 }
 
@@ -118,7 +132,9 @@ void em_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void em_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
-  const int fd = file(fi)->fd;
+  File* f = file(fi);
+  const int fd = f->fd;
+  f->uncommitted.store(false, std::memory_order_relaxed);  // before: a later write marks again
   const int err = (datasync ? fdatasync(fd) : fsync(fd)) == 0 ? 0 : errno;
   // COMMIT, plus LAYOUTCOMMIT to the MDS on pNFS.
   pay(kFsync, 1 + config().layout_rtt);

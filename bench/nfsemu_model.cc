@@ -57,6 +57,7 @@ Config g_cfg;
 struct Counters {
   std::atomic<uint64_t> ops[kOpCount]{};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, round_trips{0}, errors{0};
+  std::atomic<uint64_t> commits{0};  // at close, for direct writes
   std::atomic<uint64_t> modelled_ns{0};
   uint64_t start_ns = 0;
 };
@@ -188,6 +189,8 @@ std::string take_options(const std::string& opts, Config* cfg, std::string* err)
       if (!flag(&cfg->fallocate)) return "";
     } else if (key == "writeback") {
       if (!flag(&cfg->writeback)) return "";
+    } else if (key == "direct_commit") {
+      if (!flag(&cfg->direct_commit)) return "";
     } else {
       rest += "," + item;
     }
@@ -248,16 +251,21 @@ void count_error() {
   g_count.errors.fetch_add(1, std::memory_order_relaxed);
 }
 
+void count_commit() {
+  g_count.commits.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string stats_json() {
   std::string s = "{\"preset\":\"" + g_cfg.preset + "\"";
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 ",\"rtt_us\":%.1f,\"data_us\":%.1f,\"bw_mbps\":%.0f,\"bw_shared\":%s,"
                 "\"jitter\":%g,\"attr_timeout\":%g,\"layout_rtt\":%u,\"close_rtt\":%u,"
-                "\"uptime_s\":%.3f",
+                "\"direct_commit\":%s,\"uptime_s\":%.3f",
                 static_cast<double>(g_cfg.rtt_ns) / 1e3, static_cast<double>(g_cfg.data_ns) / 1e3,
                 g_cfg.bw_bytes_s / 1e6, g_cfg.bw_shared ? "true" : "false", g_cfg.jitter,
                 g_cfg.attr_timeout, g_cfg.layout_rtt, g_cfg.close_rtt,
+                g_cfg.direct_commit ? "true" : "false",
                 static_cast<double>(now_ns() - g_count.start_ns) / 1e9);
   s += buf;
   s += ",\"ops\":{";
@@ -268,11 +276,12 @@ std::string stats_json() {
   }
   std::snprintf(buf, sizeof(buf),
                 "},\"bytes_read\":%llu,\"bytes_written\":%llu,\"round_trips\":%llu,"
-                "\"errors\":%llu,\"modelled_wait_s\":%.6f}",
+                "\"errors\":%llu,\"commits\":%llu,\"modelled_wait_s\":%.6f}",
                 static_cast<unsigned long long>(g_count.bytes_read.load()),
                 static_cast<unsigned long long>(g_count.bytes_written.load()),
                 static_cast<unsigned long long>(g_count.round_trips.load()),
                 static_cast<unsigned long long>(g_count.errors.load()),
+                static_cast<unsigned long long>(g_count.commits.load()),
                 static_cast<double>(g_count.modelled_ns.load()) / 1e9);
   s += buf;
   return s;

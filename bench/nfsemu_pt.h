@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -21,7 +22,11 @@ struct Inode {
 
 struct File {
   int fd = -1;
-  bool direct = false;  // opened O_DIRECT: writes need an aligned buffer
+  bool direct = false;         // the source fd is O_DIRECT: writes need an aligned buffer
+  bool client_direct = false;  // the client asked for O_DIRECT (whatever the source took)
+  // Direct writes not yet committed: the COMMIT an NFS client's direct write
+  // waits for is paid at the handle's close (em_flush) unless an fsync paid it.
+  std::atomic<bool> uncommitted{false};
 };
 
 struct Dir {

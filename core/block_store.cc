@@ -56,6 +56,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
                              format_size(s->cfg_.capacity) +
                              " only; give a smaller segment_size or an explicit capacity");
   }
+  if (s->cfg_.flush_threads == 0) s->cfg_.flush_threads = default_flush_threads(cfg.backing_dir);
   s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
   s->windows_ = std::make_unique<SegmentWindows>(
       s->segs_.get(), cfg.segment_readahead,

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -13,6 +14,34 @@ namespace kvfs {
 uint64_t machine_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+bool on_network_fs(const std::string& dir) {
+  struct statfs s;
+  if (::statfs(dir.c_str(), &s) != 0) return false;
+  // From linux/magic.h and the filesystems' own sources (not all are there).
+  static constexpr uint32_t kRemote[] = {
+      0x6969,      // NFS (and pNFS)
+      0x517B,      // SMB
+      0xFE534D42,  // SMB2
+      0xFF534D42,  // CIFS
+      0x00C36400,  // Ceph
+      0x0BD00BD0,  // Lustre
+      0x47504653,  // GPFS (IBM Storage Scale)
+      0x19830326,  // BeeGFS
+      0x01021997,  // 9p
+      0x6B414653,  // AFS (kAFS)
+      0x5346414F,  // AFS (OpenAFS)
+      0x65735546,  // FUSE: most backing dirs behind FUSE are remote (and nfsemu)
+  };
+  const auto type = static_cast<uint32_t>(s.f_type);
+  for (uint32_t t : kRemote)
+    if (type == t) return true;
+  return false;
+}
+
+unsigned default_flush_threads(const std::string& backing_dir) {
+  return on_network_fs(backing_dir) ? 4 : 2;
 }
 
 Status StoreConfig::validate() const {

@@ -46,8 +46,11 @@ const std::vector<StoreOption> kStoreOptions = {
     {{"index_dir", OptType::kPath, nullptr, 0, 0, false, "RocksDB index location (local disk)",
       "/var/lib/kvfs/<id>"},
      [](StoreConfig& c) -> FieldRef { return &c.index_dir; }},
-    {{"flush_threads", OptType::kCount, "2", 1, 64, false,
-      "background flushers, each with its own open segment"},
+    // 0 in the struct is "not given": chosen for the backing fs at mount.
+    {{"flush_threads", OptType::kCount, nullptr, 1, 64, false,
+      "background flushers, each with its own open segment",
+      "4 on a network filesystem (NFS, SMB, Ceph, Lustre, FUSE, ...), 2 on a local one",
+      /*zero_is_unset=*/true},
      [](StoreConfig& c) -> FieldRef { return &c.flush_threads; }},
     {{"flush_batch", OptType::kSize, "64M", 1 * kMiB, kNoMax, false,
       "bytes per flush batch (one fdatasync each)"},
@@ -206,6 +209,7 @@ Status parse_option(const OptionSpec& s, const std::string& v, bool has_value, F
       if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
         return bad();
       *f.u32 = static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
+      if (s.zero_is_unset && *f.u32 == 0) return bad();  // as for sizes
       return Status::OK();
     case OptType::kBool: return parse_bool(v, f.flag) ? Status::OK() : bad();
     case OptType::kPath:
@@ -232,7 +236,10 @@ Status check_option(const OptionSpec& s, FieldRef f) {
       break;
     case OptType::kFraction:
     case OptType::kSeconds: v = *f.f64; break;
-    case OptType::kCount: v = *f.u32; break;
+    case OptType::kCount:
+      if (s.zero_is_unset && *f.u32 == 0) return Status::OK();
+      v = *f.u32;
+      break;
     case OptType::kName:
       if (!is_name(*f.str))
         return Status::Invalid(std::string(s.name) + " may hold only letters, digits, '-' and '_'");
@@ -256,7 +263,7 @@ std::string option_text(const OptionSpec& s, FieldRef f) {
     case OptType::kSize: return s.zero_is_unset && *f.u64 == 0 ? "" : format_size(*f.u64);
     case OptType::kFraction:
     case OptType::kSeconds: return number_text(s, *f.f64);
-    case OptType::kCount: return std::to_string(*f.u32);
+    case OptType::kCount: return s.zero_is_unset && *f.u32 == 0 ? "" : std::to_string(*f.u32);
     case OptType::kBool: return *f.flag ? "1" : "0";
     case OptType::kFlag: return *f.flag == s.flag_value ? "1" : "0";
     case OptType::kListen:

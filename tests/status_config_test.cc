@@ -38,7 +38,9 @@ TEST(StoreConfig, Validate) {
   c.segment_size = 1 << 20;
   EXPECT_FALSE(c.validate().ok());
   c.segment_size = 256 << 20;
-  c.flush_threads = 0;
+  c.flush_threads = 0;  // not given: chosen at mount (default_flush_threads)
+  EXPECT_TRUE(c.validate().ok());
+  c.flush_threads = 65;
   EXPECT_FALSE(c.validate().ok());
   c.flush_threads = 2;
   c.node_id = "a/b";
@@ -98,6 +100,8 @@ TEST(Options, Errors) {
   EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "-o", "bogus=1"}).ok());
   EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "-o", "ram_size=lots"}).ok());
   EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "-o", "threads=0"}).ok());
+  // 0 is the struct's "not given", not a value anyone may write.
+  EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "-o", "flush_threads=0"}).ok());
   EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "-o", "index_dir=relative"}).ok());
   EXPECT_FALSE(parse({"kvfs", "/tmp"}).ok());
   EXPECT_FALSE(parse({"kvfs", "/tmp", "/tmp", "--frobnicate"}).ok());
