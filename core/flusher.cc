@@ -128,7 +128,8 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   return true;
 }
 
-bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync) {
+bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
+                         bool* awaited) {
   std::unique_lock l(q_mu_);
   for (;;) {
     if (stopping_) return false;
@@ -147,6 +148,8 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
   ++active_;
   meta->swap(meta_);
   meta_.clear();
+  *awaited = std::any_of(meta->begin(), meta->end(),
+                         [&](const RecordEntry& e) { return tracked_.count(e.snap.seq) != 0; });
   const bool pressure = pressure_;
   pressure_ = false;
   const bool force = force_all_;
@@ -201,8 +204,8 @@ void Flusher::run(Worker* w) {
   for (;;) {
     std::vector<Captured> batch;
     std::vector<RecordEntry> meta;
-    bool sync = false;
-    if (!take_batch(&batch, &meta, &sync)) break;
+    bool sync = false, awaited = false;
+    if (!take_batch(&batch, &meta, &sync, &awaited)) break;
     // Metadata first, and never held back by the capacity gate: it is tiny,
     // and the evictor may be waiting for it (snapshots it re-logs before
     // deleting a segment) to make room for the data behind it.
@@ -212,9 +215,25 @@ void Flusher::run(Worker* w) {
     for (auto& c : batch)
       if (!c.dirty.empty()) (c.reclaim ? copies : data).push_back(std::move(c));
     std::erase_if(batch, [](const Captured& c) { return !c.in; });
-    std::vector<RecordEntry> none;
+    std::vector<RecordEntry> none, data_meta;
+    uint64_t data_bytes = 0;
+    for (auto& c : data) data_bytes += c.bytes;
+    if (!awaited && !data.empty() &&
+        p_.budget->roomy(data_bytes + kBlockSize + p_.segs->prealloc_step())) {
+      // Nobody waits for these entries (the index holds them already, and
+      // the evictor's own are awaited), and the data gets its room at once:
+      // they ride with it, under its one fdatasync. Apart, the vLLM
+      // pattern's renames and mkdirs made more than half of the fdatasyncs,
+      // each a cache flush of the backing server's disk (50-100 ms on this
+      // VM's) that stalls every flusher. Near the cap they go apart: the
+      // evictor's passes may need them logged (tombstones of what it
+      // evicted) before the data can have room.
+      for (auto& c : batch) data.push_back(std::move(c));
+      batch.clear();
+      data_meta.swap(meta);
+    }
     for (auto* part : {&batch, &copies, &data}) {
-      std::vector<RecordEntry>& m = part == &batch ? meta : none;
+      std::vector<RecordEntry>& m = part == &batch ? meta : part == &data ? data_meta : none;
       if (part->empty() && m.empty()) continue;
       LogPos pos;
       Status st = write_batch(w, *part, m, /*gate=*/part == &data, &pos);

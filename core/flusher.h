@@ -126,7 +126,9 @@ class Flusher {
   };
   void run(Worker* w);
   // Takes inodes (and pending meta) for one pass; false when stopping.
-  bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync);
+  // awaited: log_meta() waits for one of the meta entries.
+  bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
+                  bool* awaited);
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                      bool gate, LogPos* pos);

@@ -77,6 +77,12 @@ bool SpaceBudget::try_grant(uint64_t bytes) {
   return false;
 }
 
+bool SpaceBudget::roomy(uint64_t bytes) const {
+  const double used =
+      static_cast<double>(usage_->used_bytes() + inflight_.load() + wanted_.load() + bytes);
+  return used <= static_cast<double>(capacity_.load()) * limits_.high_watermark;
+}
+
 Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& serve) {
   if (usage_->used_bytes() + bytes > capacity_.load() * limits_.high_watermark) wake();
   if (try_grant(bytes)) return Status::OK();

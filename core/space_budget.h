@@ -65,6 +65,9 @@ class SpaceBudget {
   // waits for may be waiting for what serve writes.
   Status wait_for_room(uint64_t bytes, const std::function<void()>& serve);
   void release(uint64_t bytes);
+  // True if `bytes` more stay under the high watermark beside what is used,
+  // granted and asked for: a grant would come at once, and no pass is due.
+  bool roomy(uint64_t bytes) const;
   // Room held outside the gate (the evictor's copies forward): counted like
   // a grant so that flushes do not take it.
   void hold(uint64_t bytes) { inflight_ += bytes; }

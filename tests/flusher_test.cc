@@ -77,7 +77,10 @@ class FlusherTest : public ::testing::Test {
     ns_ = std::make_unique<Namespace>(&journal_, &system_clock());
     ASSERT_TRUE(ns_->ensure_root(0, 0).ok());
   }
-  void start(uint64_t capacity, std::chrono::milliseconds round = std::chrono::seconds(5)) {
+  // run=false: the flusher exists (files can be queued) but its threads wait
+  // for flusher_->start().
+  void start(uint64_t capacity, std::chrono::milliseconds round = std::chrono::seconds(5),
+             bool run = true) {
     SpaceBudget::Limits l;
     l.capacity = capacity;
     l.slack = cfg_.segment_size - SpaceBudget::kMetaReserve;
@@ -86,7 +89,7 @@ class FlusherTest : public ::testing::Test {
     flusher_ = std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), &seqs_, ram_.get(),
                                                         segs_.get(), index_.get(), io_.get(),
                                                         budget_.get(), data_.get()});
-    flusher_->start();
+    if (run) flusher_->start();
   }
   void TearDown() override {
     if (flusher_) (void)flusher_->stop();
@@ -342,6 +345,23 @@ TEST_F(FlusherTest, JournalEntriesThatCannotBeWrittenEndFlushAllWithTheCause) {
   fs::create_directories(fs::path(cfg_.backing_dir) / layout::kSegDir);
   flusher_->retry_now();
   EXPECT_TRUE(flusher_->flush_all(false).ok());
+  EXPECT_EQ(segs_->list().size(), 1u);
+}
+
+TEST_F(FlusherTest, JournalEntriesNobodyWaitsForRideWithTheDataUnderOneSync) {
+  start(256 * kMiB, std::chrono::seconds(5), /*run=*/false);
+  InodeRef in = make_file("f", 2 * kMiB);
+  RecordEntry t;
+  t.kind = EntryKind::kTombstone;
+  t.snap.ino = 1234;
+  t.snap.seq = seqs_.take();
+  flusher_->add_meta({t});
+  flusher_->start();  // its first batch: the file and the entry
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  // One batch, one fdatasync: apart they were two, each a cache flush of
+  // the backing server's disk.
+  EXPECT_EQ(flusher_->batches(), 1u);
+  EXPECT_EQ(committed().count(in->ino), 1u);
   EXPECT_EQ(segs_->list().size(), 1u);
 }
 

@@ -224,5 +224,18 @@ TEST(SpaceBudgetTest, StopEndsEveryWait) {
   EXPECT_TRUE(b.next_pass(std::chrono::seconds(30)).stop);
 }
 
+TEST(SpaceBudgetTest, RoomyCountsWhatIsUsedAndGrantedUpToTheHighWatermark) {
+  Usage u;
+  u.used = 4 * kMiB;
+  SpaceBudget b(limits(10 * kMiB), &u);  // high watermark 0.9: 9 MiB
+  EXPECT_TRUE(b.roomy(5 * kMiB));
+  EXPECT_FALSE(b.roomy(6 * kMiB));
+  ASSERT_TRUE(b.wait_for_room(3 * kMiB, [] {}).ok());
+  EXPECT_TRUE(b.roomy(2 * kMiB));  // 4 used + 3 granted + 2
+  EXPECT_FALSE(b.roomy(3 * kMiB));
+  b.release(3 * kMiB);
+  EXPECT_TRUE(b.roomy(5 * kMiB));
+}
+
 }  // namespace
 }  // namespace kvfs
