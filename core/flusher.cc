@@ -216,10 +216,7 @@ void Flusher::run(Worker* w) {
       if (!c.dirty.empty()) (c.reclaim ? copies : data).push_back(std::move(c));
     std::erase_if(batch, [](const Captured& c) { return !c.in; });
     std::vector<RecordEntry> none, data_meta;
-    uint64_t data_bytes = 0;
-    for (auto& c : data) data_bytes += c.bytes;
-    if (!awaited && !data.empty() &&
-        p_.budget->roomy(data_bytes + kBlockSize + p_.segs->prealloc_step())) {
+    if (!awaited && !data.empty() && p_.budget->roomy(room_for(data))) {
       // Nobody waits for these entries (the index holds them already, and
       // the evictor's own are awaited), and the data gets its room at once:
       // they ride with it, under its one fdatasync. Apart, the vLLM
@@ -272,13 +269,10 @@ void Flusher::run(Worker* w) {
 
 Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                             bool gate, LogPos* pos) {
-  uint64_t bytes = 0;
-  for (auto& c : batch) bytes += c.bytes;
-  // Data waits for room under the cap (records add a page each, one block
-  // covers the headers of a batch; the segment may grow by one preallocation
-  // step on top). Meanwhile this thread still writes what the evictor waits
-  // for: with every flusher parked here, nothing else would.
-  const uint64_t grant = bytes + kBlockSize + p_.segs->prealloc_step();
+  // Data waits for room under the cap. Meanwhile this thread still writes
+  // what the evictor waits for: with every flusher parked here, nothing else
+  // would.
+  const uint64_t grant = room_for(batch);
   seal_if_full(w);  // before the wait: the evictor may need it closed
   if (gate) KVFS_RETURN_IF_ERROR(p_.budget->wait_for_room(grant, [&] { serve_ungated(w); }));
   struct Release {
@@ -338,6 +332,14 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   for (auto& [c, extents] : written) c->snap.extents = std::move(extents);
   pos->state = sw.log_state();
   return Status::OK();
+}
+
+uint64_t Flusher::room_for(const std::vector<Captured>& batch) const {
+  // Records add a page each, one block covers the headers of a batch; the
+  // segment may grow by one preallocation step on top.
+  uint64_t bytes = kBlockSize + p_.segs->prealloc_step();
+  for (auto& c : batch) bytes += c.bytes;
+  return bytes;
 }
 
 void Flusher::seal_if_full(Worker* w) {

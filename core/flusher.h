@@ -132,6 +132,8 @@ class Flusher {
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                      bool gate, LogPos* pos);
+  // The room under the cap a batch asks for (write_batch's grant).
+  uint64_t room_for(const std::vector<Captured>& batch) const;
   // Writes pending journal entries and the ungated queue; called by a flusher
   // while its data waits for room.
   void serve_ungated(Worker* w);
