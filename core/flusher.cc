@@ -393,7 +393,7 @@ void Flusher::serve_ungated(Worker* w) {
       // Client data arrived meanwhile: it waits for room like the rest.
       std::lock_guard g(in->mu);
       in->in_flush = false;
-      in->requeue = false;
+      in->requeue = in->recommit = false;
       enqueue_locked(in, false);
     }
   }
@@ -432,14 +432,14 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         // in the index, and write a fresh snapshot so the segments agree.
         c.snap.parent = c.in->parent;
         c.snap.name = c.in->name;
-        c.in->requeue = true;
+        c.in->recommit = true;
       }
       if (c.in->committed && c.in->committed->seq > c.snap.seq) {
         // The journal committed a newer seq meanwhile (a rename): the index
         // never goes back to an older seq, or a catch-up could apply the
         // journal's record over this newer content.
         c.snap.seq = p_.seqs->take();
-        c.in->requeue = true;
+        c.in->recommit = true;
       }
       ib.puts.push_back(&c.snap);
     }
@@ -470,9 +470,9 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         for (auto& d : c.dirty) flushed_bytes_.fetch_add(d.len, std::memory_order_relaxed);
         in.in_flush = false;
         in.flush_error = Status::OK();
-        if (in.requeue && in.linked.load() && !in.dirty()) ++in.version;
-        if (in.requeue || FileData::ready_to_flush_locked(in)) {
-          in.requeue = false;
+        if (in.recommit && in.linked.load() && !in.dirty()) ++in.version;
+        if (in.requeue || in.recommit || FileData::ready_to_flush_locked(in)) {
+          in.requeue = in.recommit = false;
           enqueue_locked(c.in, in.fsync_waiters > 0);
         }
         if (FileData::unused_locked(in)) p_.data->free_locked(in);
@@ -530,7 +530,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
     c.in->in_flush = false;
     c.in->flush_error = st;
     c.in->flush_error_attempt = c.in->flush_attempts;
-    c.in->requeue = false;
+    c.in->requeue = c.in->recommit = false;
     if (c.in->linked.load() || c.in->dirty_charge > 0) again.push_back(c.in);
   }
   {

@@ -112,7 +112,12 @@ class Inode {
   // past what the index has applied (a crash before the commit, a failed
   // commit), so removing it needs a tombstone even while committed is null.
   bool logged = false;
-  bool requeue = false;      // changed while in_flush
+  bool requeue = false;  // queued again while in_flush: queue it after the flush
+  // Renamed, or its seq overtaken by the journal, while in_flush: the record
+  // the flush wrote has the old name or seq, so the file is committed again
+  // even if clean. Apart from requeue: a flush_all or a second queueing of
+  // an in-flight file must not cost it a commit of its own.
+  bool recommit = false;
   bool atime_dirty = false;  // atime changed alone: saved by flush_all only
   bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail
   // Unlinked or renamed over by a client: the data stays while the kernel

@@ -289,7 +289,7 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
     // a flush captures the new one.
     std::lock_guard g(src->mu);
     if (!src->committed) ++src->version;
-    if (src->in_flush) src->requeue = true;
+    if (src->in_flush) src->recommit = true;
   }
   if (dst && unused_locked(*dst)) table_.erase(dst->ino);
   return dst;

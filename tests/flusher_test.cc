@@ -27,6 +27,7 @@
 #include "core/meta_journal.h"
 #include "core/namespace.h"
 #include "core/ram_tier.h"
+#include "core/recovery.h"
 #include "core/segment_store.h"
 #include "core/seq_counter.h"
 #include "core/space_budget.h"
@@ -104,6 +105,27 @@ class FlusherTest : public ::testing::Test {
     fs::remove_all(root_);
   }
 
+  // Blocks [first, first + bytes) written as a client would leave them:
+  // dirty buffers charged to the RAM tier (first: a whole block's offset).
+  void write_locked(Inode& in, uint64_t first, uint64_t bytes) {
+    const uint64_t end = first + bytes;
+    for (uint32_t idx = first / kBlockSize; uint64_t(idx) * kBlockSize < end; ++idx) {
+      const uint32_t len =
+          static_cast<uint32_t>(std::min<uint64_t>(kBlockSize, end - idx * kBlockSize));
+      EXPECT_TRUE(ram_->reserve_dirty(kBlockSize).ok());
+      BufRef b = BufferPool::allocate(len);
+      std::memset(b->data(), fill_of(in.ino, idx), len);
+      zero_tail(*b, len);
+      if (in.blocks.size() <= idx) in.blocks.resize(idx + 1);
+      BlockSlot& s = in.blocks[idx];
+      const uint64_t cap = b->capacity();
+      data_->set_dirty_locked(in, s, std::move(b));
+      ram_->release_dirty(kBlockSize - cap);
+      s.len = len;
+    }
+    in.size = std::max(in.size, end);
+    ++in.version;
+  }
   // A regular file of `bytes` written as a client would leave it: dirty
   // buffers charged to the RAM tier; `writing` keeps it open for writing.
   InodeRef make_file(const std::string& name, uint64_t bytes, bool writing = false) {
@@ -112,22 +134,7 @@ class FlusherTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     InodeRef in = *r;
     std::lock_guard g(in->mu);
-    for (uint32_t idx = 0; uint64_t(idx) * kBlockSize < bytes; ++idx) {
-      const uint32_t len =
-          static_cast<uint32_t>(std::min<uint64_t>(kBlockSize, bytes - idx * kBlockSize));
-      EXPECT_TRUE(ram_->reserve_dirty(kBlockSize).ok());
-      BufRef b = BufferPool::allocate(len);
-      std::memset(b->data(), fill_of(in->ino, idx), len);
-      zero_tail(*b, len);
-      in->blocks.resize(idx + 1);
-      BlockSlot& s = in->blocks[idx];
-      const uint64_t cap = b->capacity();
-      data_->set_dirty_locked(*in, s, std::move(b));
-      ram_->release_dirty(kBlockSize - cap);
-      s.len = len;
-    }
-    in->size = bytes;
-    ++in->version;
+    write_locked(*in, 0, bytes);
     if (writing) {
       ++in->open_writers;
       ++in->active_writers;
@@ -363,6 +370,55 @@ TEST_F(FlusherTest, JournalEntriesNobodyWaitsForRideWithTheDataUnderOneSync) {
   EXPECT_EQ(flusher_->batches(), 1u);
   EXPECT_EQ(committed().count(in->ino), 1u);
   EXPECT_EQ(segs_->list().size(), 1u);
+}
+
+// Queued again while its flush is in flight (as flush_all queues every
+// file in flight): once that flush ends clean, nothing is left to commit.
+// It cost a second commit of its own: a flush_all racing the flusher's
+// first batch made two batches of one.
+TEST_F(FlusherTest, AFileQueuedAgainWhileItsFlushIsInFlightIsCommittedOnce) {
+  // 24 MiB wait for room under a 4 MiB cap (see ARefusedFlush...); the
+  // long round keeps the flush waiting until the cap is raised.
+  start(4 * kMiB, std::chrono::seconds(60));
+  InodeRef in = make_file("big", 24 * kMiB);
+  ASSERT_TRUE(wait_in_flush(in));
+  {
+    std::lock_guard g(in->mu);
+    flusher_->enqueue_locked(in, false);
+  }
+  budget_->set_capacity(256 * kMiB);
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  EXPECT_EQ(flusher_->batches(), 1u);
+  std::lock_guard g(in->mu);
+  EXPECT_FALSE(in->dirty());
+}
+
+// Renamed while a flush of its new data is in flight: that flush's record
+// in the segment has the old name, so the file is committed again, clean as
+// it is, or the segments (what the index is rebuilt from) keep the old name.
+TEST_F(FlusherTest, AFileRenamedWhileItsFlushIsInFlightIsLoggedAgainUnderItsNewName) {
+  start(4 * kMiB, std::chrono::seconds(60));
+  InodeRef in = make_file("big", 2 * kMiB);
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  ASSERT_NE(in->committed, nullptr);
+  {
+    std::lock_guard g(in->mu);
+    write_locked(*in, 2 * kMiB, 24 * kMiB);
+    flusher_->enqueue_locked(in, false);
+  }
+  ASSERT_TRUE(wait_in_flush(in));
+  const uint64_t batches = flusher_->batches();
+  ASSERT_TRUE(ns_->rename(kRootIno, "big", kRootIno, "moved", 0).ok());
+  budget_->set_capacity(256 * kMiB);
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  EXPECT_EQ(flusher_->batches(), batches + 2);
+  EXPECT_EQ(committed()[in->ino].name, "moved");
+  LogFold fold;
+  for (const SegmentInfo& seg : segs_->list())
+    ASSERT_TRUE(scan_segment(*segs_, seg.id, 0, &fold).ok());
+  std::map<uint64_t, std::string> names;
+  for (const InodeSnapshot& sn : fold.snapshots()) names[sn.ino] = sn.name;
+  EXPECT_EQ(names[in->ino], "moved");
 }
 
 }  // namespace
