@@ -124,6 +124,14 @@ struct OpenFile {
   bool sealed = false;
   // The kernel may keep its cached pages of the file for this open.
   bool keep_cache = false;
+  // The last block this open read only part of, and its extent: one load
+  // that reads a block in pieces (parallel extents, a header then the
+  // payload, unaligned reads) finds the rest here, even if the RAM tier let
+  // the block go between the pieces (a small tier, many loads at once);
+  // else each piece could cross the link again. Guarded by in->mu; its
+  // bytes count in BlockStore::held_bytes_.
+  ConstBufRef held = nullptr;
+  ExtentKey held_key{};
 };
 
 // What a read returns: iovecs into buffers kept alive by refs. The caller
@@ -165,6 +173,9 @@ struct StoreStats {
   PeerStats peers;
   // Bytes handed to readers from the RAM tier / read from the backing dir.
   uint64_t ram_hit_bytes = 0, ram_miss_bytes = 0;
+  // Block reads served by the block their open had read part of before
+  // (OpenFile::held), and the bytes such blocks hold now.
+  uint64_t held_block_hits = 0, held_bytes = 0;
 };
 
 // One entry of `kvfs-admin ls`.
@@ -307,6 +318,13 @@ class BlockStore {
   Attr attr_locked(const Inode& in) const;
   // Registers a new handle in open_files_; returns it.
   OpenFile* track_handle(OpenFile* f);
+  // f holds buf (the extent at key) in place of what it held, if the bytes
+  // all handles hold stay within held_limit(). Called with f->in->mu held.
+  void hold_locked(OpenFile* f, const ExtentKey& key, ConstBufRef buf);
+  void unhold_locked(OpenFile* f);
+  // A few blocks per reader thread of a busy client, and never more than a
+  // quarter of the RAM tier: memory outside its budget.
+  uint64_t held_limit() const;
   // Truncates to size; old: the kept bytes of the last block when
   // FileData::kept_by_truncate_locked names an extent.
   void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old = nullptr);
@@ -379,6 +397,9 @@ class BlockStore {
   std::atomic<uint64_t> dropped_files_{0};
   std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0}, file_lookups_{0};
   std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
+  // Bytes of the blocks open handles hold (OpenFile::held), outside the RAM
+  // tier's budget: bounded by held_limit().
+  std::atomic<uint64_t> held_bytes_{0}, held_block_hits_{0};
   std::atomic<uint64_t> peer_lookups_{0}, peer_read_bytes_{0};
   std::atomic<uint64_t> peer_imports_{0}, peer_drops_{0}, peer_dirs_{0};
   std::atomic<uint64_t> peer_unlinks_{0}, peer_unlinks_applied_{0};

@@ -60,6 +60,8 @@ StoreStats BlockStore::stats() {
   st.negative_lookups = negative_lookups_.load();
   st.file_lookups = file_lookups_.load();
   st.ram_hit_bytes = ram_hit_bytes_.load();
+  st.held_block_hits = held_block_hits_.load();
+  st.held_bytes = held_bytes_.load();
   st.ram_miss_bytes = ram_miss_bytes_.load();
   st.peer_lookups = peer_lookups_.load();
   st.peer_read_bytes = peer_read_bytes_.load();

@@ -122,10 +122,35 @@ Status BlockStore::closed(OpenFile* f) {
   return Status::OK();
 }
 
+void BlockStore::hold_locked(OpenFile* f, const ExtentKey& key, ConstBufRef buf) {
+  const uint64_t add = buf->capacity();
+  if (held_bytes_.fetch_add(add) + add > held_limit()) {
+    held_bytes_.fetch_sub(add);
+    return;  // keeps what it held
+  }
+  unhold_locked(f);
+  f->held = std::move(buf);
+  f->held_key = key;
+}
+
+void BlockStore::unhold_locked(OpenFile* f) {
+  if (!f->held) return;
+  held_bytes_.fetch_sub(f->held->capacity());
+  f->held.reset();
+}
+
+uint64_t BlockStore::held_limit() const {
+  return std::min<uint64_t>(32 * kBlockSize, ram_->capacity() / 4);
+}
+
 void BlockStore::release(OpenFile* f) {
   {
     std::lock_guard l(open_mu_);
     open_files_.erase(f);
+  }
+  {
+    std::lock_guard g(f->in->mu);
+    unhold_locked(f);
   }
   InodeRef in = std::move(f->in);
   const bool writable = f->writable;
@@ -173,6 +198,8 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
     ConstBufRef ref;
     uint32_t idx, from, to, valid;
     Extent miss;
+    ExtentKey key;  // of the extent read (RAM or backing); seg 0: none
+    bool held = false;
   };
   std::vector<Piece> pieces;
   std::shared_lock rl(reclaim_mu_);  // the extents chosen below stay readable
@@ -187,7 +214,9 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
               uint32_t(std::max(off, base) - base),
               uint32_t(std::min(end, base + kBlockSize) - base),
               0,
-              Extent{}};
+              Extent{},
+              ExtentKey{},
+              false};
       if (b < in.blocks.size()) {
         const BlockSlot& s = in.blocks[b];
         p.valid = s.len;
@@ -195,8 +224,15 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
           p.ref = s.buf;
           in.blocks[b].lent = true;
         } else if (s.ext.valid()) {
-          p.ref = ram_->lookup(ExtentKey{s.ext.seg, s.ext.off});
-          if (!p.ref) p.miss = s.ext;
+          p.key = ExtentKey{s.ext.seg, s.ext.off};
+          if (f->held && f->held_key == p.key) {
+            // The rest of a block this load read part of: the same use of it.
+            p.ref = f->held;
+            p.held = true;
+          } else {
+            p.ref = ram_->lookup(p.key);
+            if (!p.ref) p.miss = s.ext;
+          }
         }
       }
       pieces.push_back(std::move(p));
@@ -229,6 +265,17 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
       if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);
       return Status::IOError(st.message());
     }
+  }
+  // A block read only in part: its open holds it for the rest (the last
+  // such piece; a read of whole blocks holds nothing).
+  uint64_t held_hits = 0;
+  for (const Piece& p : pieces) held_hits += p.held;
+  if (held_hits) held_block_hits_.fetch_add(held_hits, std::memory_order_relaxed);
+  for (auto p = pieces.rbegin(); p != pieces.rend(); ++p) {
+    if (p->held || !p->ref || p->key.seg == 0 || (p->from == 0 && p->to >= p->valid)) continue;
+    std::lock_guard g(in.mu);
+    hold_locked(f, p->key, p->ref);
+    break;
   }
   out->refs.reserve(pieces.size());
   uint64_t hit_bytes = 0, miss_bytes = 0;

@@ -329,6 +329,50 @@ TEST_F(StoreTest, ColdReadsComeFromSegments) {
   EXPECT_LE(st.ram.clean_bytes + st.ram.dirty_bytes, 16u << 20);
 }
 
+// One load that reads a block in pieces (NIXL's parallel extents, a header
+// then the payload) reads it from the segment once, even when the RAM tier
+// lets it go between the pieces (a small tier, many loads at once): its open
+// holds the block for the rest.
+TEST_F(StoreTest, ABlockReadInPiecesIsReadFromTheSegmentOnceThoughRamLetsItGo) {
+  const std::string d = pattern(kBlockSize, 30);
+  const uint64_t ino = put(kRootIno, "f", d);
+  prefetch_bytes_ = 0;  // nothing read ahead: each read below is the client's
+  reopen(16 << 20);
+  auto tier_of_f = [&] {
+    auto ls = store_->ls(kRootIno);
+    EXPECT_TRUE(ls.ok());
+    for (const LsEntry& e : *ls)
+      if (e.name == "f") return e.tier;
+    return std::string("?");
+  };
+  auto piece = [&](OpenFile* h, uint64_t off, uint64_t len) {
+    ReadResult rr;
+    EXPECT_TRUE(store_->read(h, off, len, &rr).ok());
+    std::string out;
+    for (auto& v : rr.iov) out.append(static_cast<char*>(v.iov_base), v.iov_len);
+    return out;
+  };
+  auto f = store_->open(ino, O_RDWR);  // as the NIXL adapter opens a load
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(piece(*f, 0, kBlockSize / 4), d.substr(0, kBlockSize / 4));
+  EXPECT_EQ(store_->stats().held_bytes, kBlockSize);
+  // Newer data through the 16 MiB tier: f's block leaves RAM.
+  put(kRootIno, "new", pattern(24 * kBlockSize, 31));
+  ASSERT_EQ(tier_of_f(), "backing");
+  const uint64_t reads = store_->stats().backing_reads;
+  EXPECT_EQ(piece(*f, kBlockSize / 4, kBlockSize), d.substr(kBlockSize / 4));
+  EXPECT_EQ(store_->stats().backing_reads, reads) << "the rest of the block crossed again";
+  EXPECT_EQ(store_->stats().held_block_hits, 1u);
+  // Another open reads it again: the RAM tier had let it go.
+  auto g = store_->open(ino, O_RDONLY);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(piece(*g, kBlockSize / 4, kBlockSize), d.substr(kBlockSize / 4));
+  EXPECT_EQ(store_->stats().backing_reads, reads + 1);
+  store_->release(*f);
+  store_->release(*g);
+  EXPECT_EQ(store_->stats().held_bytes, 0u);
+}
+
 TEST_F(StoreTest, WritesLargerThanRamAreNotLost) {
   reopen(16 << 20);
   std::string d = pattern(40 * kBlockSize, 20);

@@ -4,10 +4,15 @@
 // once, whether the client or the prefetcher got to it first. prefetch=0
 // reads nothing ahead, and kvfs-admin config changes it at run time. Small
 // files loaded in the order they were stored are read ahead along their
-// segment (segment_readahead), with the right bytes.
+// segment (segment_readahead), with the right bytes. A load that reads a
+// block in pieces (NIXL's parallel extents) gets the rest from the block its
+// open holds.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -125,6 +130,27 @@ TEST(MountPrefetch, SmallFilesLoadedInStoreOrderAreReadAheadAlongTheSegment) {
   auto c = control::request(control::control_path(m.mnt()), R"({"cmd":"config"})");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_NE(c->dump().find("\"segment_readahead\""), std::string::npos) << c->dump();
+}
+
+// As the NIXL adapter loads a chunk: open read-write with O_DIRECT, extents
+// read in any order. The block read first is held by the open; the other
+// pieces of it never reach the RAM tier's lookup or the backing dir.
+TEST(MountPrefetch, ABlockReadInPiecesIsServedByTheBlockItsOpenHolds) {
+  KvfsMount m;
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(cold_files(m, "prefetch=0,segment_readahead=0", &a, &b));
+  const int fd = ::open(m.path("a.bin").c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  constexpr size_t kPiece = kMiB / 4;
+  AlignedBuf buf(kMiB);
+  for (size_t off : {kPiece, 0 * kPiece, 3 * kPiece, 2 * kPiece})
+    ASSERT_EQ(::pread(fd, buf.data + off, kPiece, static_cast<off_t>(off)), ssize_t(kPiece));
+  EXPECT_TRUE(std::memcmp(buf.data, a.data(), kMiB) == 0) << "wrong bytes";
+  nlohmann::json s = stats(m);
+  EXPECT_EQ(num(s, "/backing/reads"), 1u);
+  EXPECT_EQ(num(s, "/cache/held_block_hits"), 3u);
+  EXPECT_EQ(num(s, "/cache/held_bytes"), kMiB);
+  ::close(fd);  // its release gives the block back (StoreTest.ABlockReadInPieces...)
 }
 
 }  // namespace
