@@ -245,9 +245,10 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
       in.atime_dirty = !in.peer;  // a peer's file is never written here
     }
   }
-  uint64_t ram_hits = 0;
-  for (Piece& p : pieces) ram_hits += p.ref != nullptr;
+  uint64_t ram_hits = 0, held_hits = 0;
+  for (Piece& p : pieces) ram_hits += p.ref != nullptr, held_hits += p.held;
   if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
+  if (held_hits) held_block_hits_.fetch_add(held_hits, std::memory_order_relaxed);
   // A cold read: read the next blocks of the file ahead, on the
   // prefetcher's threads, while this one reads what the client asked for
   // (a window, so that a long sequential read does not scan the whole file
@@ -268,9 +269,6 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   }
   // A block read only in part: its open holds it for the rest (the last
   // such piece; a read of whole blocks holds nothing).
-  uint64_t held_hits = 0;
-  for (const Piece& p : pieces) held_hits += p.held;
-  if (held_hits) held_block_hits_.fetch_add(held_hits, std::memory_order_relaxed);
   for (auto p = pieces.rbegin(); p != pieces.rend(); ++p) {
     if (p->held || !p->ref || p->key.seg == 0 || (p->from == 0 && p->to >= p->valid)) continue;
     std::lock_guard g(in.mu);
