@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/freq_sketch.h"
+#include "core/reuse_table.h"
 
 namespace kvfs {
 
@@ -14,6 +14,7 @@ struct RamTier::Entry {
   List list = kProbation;
   bool prefetched = false;  // read ahead, not yet asked for
   bool read_once = false;   // came in for one client read, no hit since
+  uint64_t last_use = 0;    // RamTier::uses_ at its last use (or read-ahead)
 };
 
 struct RamTier::Shard {
@@ -21,9 +22,13 @@ struct RamTier::Shard {
   // front = most recent; evicted in this order: once, probation, protect.
   std::list<Entry> lists[3];                                                     // guarded by mu
   std::unordered_map<ExtentKey, std::list<Entry>::iterator, ExtentKeyHash> map;  // guarded by mu
-  // Uses of keys lately (lookups, hits or misses, and writes): what a
-  // block read from the backing dir must beat to stay (admit()).
-  FreqSketch sketch;                                              // guarded by mu
+  // When each key was last used, in RAM or not: a block read from the
+  // backing dir comes back after that long (admit_locked()).
+  ReuseTable seen;  // guarded by mu
+  // last_use of the probation and protected tails (kNoTail: empty), for
+  // oldest_tail(), which reads them without this lock.
+  static constexpr uint64_t kNoTail = UINT64_MAX;
+  std::atomic<uint64_t> tail_use[2] = {kNoTail, kNoTail};         // written under mu
   uint64_t protected_bytes = 0;                                   // guarded by mu
   uint64_t once_bytes = 0;                                        // guarded by mu
   uint64_t charge = 0;                                            // guarded by mu
@@ -51,40 +56,39 @@ struct RamTier::Shard {
     lists[to].splice(lists[to].begin(), lists[it->list], it);
     it->list = to;
   }
-  explicit Shard(size_t entries) : sketch(entries) {}
-
-  // Where a block a client read from the backing dir (or took from a read
-  // ahead) goes: probation, like written data, if it was used more often
-  // lately than the block that would leave RAM next, counting this use
-  // (TinyLFU's admission); else the once list. A tie keeps what is in RAM:
-  // data written and then read once stays behind data written and not
-  // read yet, and in a loop over more than RAM holds the same part stays.
-  // full: keeping it means another block leaves (else it just goes in).
-  List admit(const ExtentKey& k, bool full) {
-    if (!full || !next_victim()) return kProbation;
-    if (!beats_next_victim(k)) return kOnce;
-    ++admitted;
-    return kProbation;
-  }
   const Entry* next_victim() const {
     for (List c : {kProbation, kProtected})
       if (!lists[c].empty()) return &lists[c].back();
     return nullptr;
   }
-  // True if nothing would leave, or k, counting this use, was used more
-  // often lately than the block that would.
-  bool beats_next_victim(const ExtentKey& k) const {
-    const Entry* v = next_victim();
-    return !v || sketch.estimate(ExtentKeyHash{}(k)) > sketch.estimate(ExtentKeyHash{}(v->key)) + 1;
+  // After a change to the lists: publishes their tails.
+  void note_tails() {
+    for (List c : {kProbation, kProtected})
+      tail_use[c - kProbation].store(lists[c].empty() ? kNoTail : lists[c].back().last_use,
+                                     std::memory_order_relaxed);
   }
+  // A block read from the backing dir beat the protected tail, last used
+  // at `last`: that block goes to the tail of probation, to leave next (if
+  // it is still that block).
+  void demote_tail(uint64_t last) {
+    if (lists[kProtected].empty() || lists[kProtected].back().last_use != last) return;
+    auto it = std::prev(lists[kProtected].end());
+    protected_bytes -= it->charge;
+    lists[kProbation].splice(lists[kProbation].end(), lists[kProtected], it);
+    it->list = kProbation;
+    note_tails();
+  }
+  explicit Shard(size_t slots) : seen(slots) {}
 };
 
 RamTier::RamTier(uint64_t capacity, unsigned shard_bits)
     : capacity_(capacity), shard_mask_((1u << shard_bits) - 1) {
-  // Keys a shard holds at most, for its sketch: blocks of 512 KiB or more.
-  const size_t entries = std::max<uint64_t>(64, capacity / (shard_mask_ + 1) >> 19);
+  // Keys a shard holds at most (blocks of 512 KiB or more); its reuse table
+  // remembers 32 times as many, a loop over 8 times RAM with few collisions
+  // (16 bytes a slot: 0.1 % of the blocks' bytes), at most 4 MiB a shard.
+  const uint64_t entries = std::max<uint64_t>(64, capacity / (shard_mask_ + 1) >> 19);
   for (unsigned i = 0; i <= shard_mask_; ++i) {
-    shards_.push_back(std::make_unique<Shard>(entries));
+    shards_.push_back(std::make_unique<Shard>(std::min<uint64_t>(entries * 32, 1u << 18)));
     shards_.back()->prefetched_total = &prefetched_bytes_;
   }
 }
@@ -99,38 +103,94 @@ bool RamTier::full() const {
   return clean_bytes_ + dirty_bytes_ + kBlockSize > capacity_.load(std::memory_order_relaxed);
 }
 
+int RamTier::oldest_tail(unsigned list, uint64_t* last) const {
+  int best = -1;
+  uint64_t oldest = Shard::kNoTail;
+  for (unsigned i = 0; i <= shard_mask_; ++i) {
+    const uint64_t u = shards_[i]->tail_use[list].load(std::memory_order_relaxed);
+    if (u < oldest) oldest = u, best = static_cast<int>(i);
+  }
+  *last = oldest;
+  return best;
+}
+
+RamTier::List RamTier::admit_locked(Shard& s, uint64_t gap, uint64_t now, bool full, Demote* d) {
+  if (!full) return kProbation;
+  // Weighed against the block unused the longest of the probation and
+  // protected tails: probation's alone kept a finished chat's blocks in
+  // the protected list for good while the next chat's blocks, never hit
+  // twice, churned through probation.
+  uint64_t p_last = 0, q_last = 0;
+  const int p = oldest_tail(0, &p_last), q = oldest_tail(1, &q_last);
+  if (p < 0 && q < 0) return kProbation;
+  const bool beat_protected = q >= 0 && (p < 0 || q_last < p_last);
+  const uint64_t victim_last = beat_protected ? q_last : p_last;
+  // Kept if it came back in less than half the time the block it would
+  // push out has lain unused. Not merely sooner: a load reads a prefix's
+  // blocks in parallel, in a new order each round, so in a loop the
+  // newcomer and the block used just before it last round differ by a few
+  // uses either way, and "sooner" swapped them back and forth (the blocks
+  // of multi-round QA at an eighth in RAM: 28 % of the loads from RAM
+  // against 39 % with the half, in a replay with each request's loads
+  // shuffled; 39 % both ways in order).
+  const uint64_t idle = now > victim_last ? now - victim_last : 0;
+  if (gap == ReuseTable::kUnknown || gap >= idle / 2) return kOnce;
+  ++s.admitted;
+  if (beat_protected) *d = Demote{q, q_last};
+  return kProbation;
+}
+
+void RamTier::demote(const Demote& d) {
+  if (d.shard < 0) return;
+  Shard& s = *shards_[d.shard];
+  std::lock_guard g(s.mu);
+  s.demote_tail(d.last);
+}
+
 ConstBufRef RamTier::lookup(const ExtentKey& key) {
   Shard& s = shard_for(key);
+  Demote d;
+  ConstBufRef buf = lookup_locked(s, key, &d);
+  demote(d);  // with s.mu dropped: one shard lock at a time
+  return buf;
+}
+
+ConstBufRef RamTier::lookup_locked(Shard& s, const ExtentKey& key, Demote* d) {
   std::lock_guard g(s.mu);
-  s.sketch.add(ExtentKeyHash{}(key));
   auto f = s.map.find(key);
   if (f == s.map.end()) {
+    // Not a use yet: the read from the backing dir that follows is one
+    // (once for all the requests that join it), see insert().
     misses_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
   hits_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t now = tick();
+  const uint64_t gap = s.seen.use(ExtentKeyHash{}(key), now);
   auto it = f->second;
+  it->last_use = now;
   if (it->prefetched) {
     // Its first real touch: used, and a client's read of the backing from
     // now on (reading ahead is not a use, or a scan of prefetches would
     // fill the protected list).
     s.unprefetch(*it, true);
-    s.move(it, s.admit(key, full()));
+    s.move(it, admit_locked(s, gap, now, full(), d));
     it->read_once = true;
-    return it->buf;
-  }
-  it->read_once = false;
-  if (it->list == kOnce) {
-    s.move(it, kProbation);  // read twice: now it competes with written data
-  } else if (it->list == kProbation) {
-    // Second touch: promote. Keep protected within 80 % of the shard's share.
-    s.move(it, kProtected);
-    uint64_t limit = capacity_.load(std::memory_order_relaxed) / shards_.size() * 4 / 5;
-    while (s.protected_bytes > limit && s.lists[kProtected].size() > 1)
-      s.move(std::prev(s.lists[kProtected].end()), kProbation);
   } else {
-    s.move(it, kProtected);
+    it->read_once = false;
+    if (it->list == kOnce) {
+      s.move(it, kProbation);  // read twice: now it competes with written data
+    } else if (it->list == kProbation) {
+      // Second touch: promote. Keep protected within 80 % of the shard's share.
+      s.move(it, kProtected);
+      uint64_t limit = capacity_.load(std::memory_order_relaxed) / shards_.size() * 4 / 5;
+      while (s.protected_bytes > limit && s.lists[kProtected].size() > 1)
+        s.move(std::prev(s.lists[kProtected].end()), kProbation);
+    } else {
+      s.move(it, kProtected);
+    }
   }
+  s.note_tails();
   return it->buf;
 }
 
@@ -138,6 +198,7 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf, Admit how) {
   std::lock_guard b(budget_mu_);
   Shard& s = shard_for(key);
   uint64_t charge = buf->capacity();
+  Demote d;
   {
     std::lock_guard g(s.mu);
     if (auto f = s.map.find(key); f != s.map.end()) {
@@ -145,28 +206,41 @@ void RamTier::insert(const ExtentKey& key, ConstBufRef buf, Admit how) {
       s.remove(f->second);
       s.map.erase(f);
     }
-    if (how == Admit::kWritten) s.sketch.add(ExtentKeyHash{}(key));
+    // Written or read for a client: a use. Read ahead: not one (yet).
+    const uint64_t now = how == Admit::kPrefetch ? uses_.load() : tick();
+    const uint64_t gap =
+        how == Admit::kPrefetch ? ReuseTable::kUnknown : s.seen.use(ExtentKeyHash{}(key), now);
     const bool room = clean_bytes_ + dirty_bytes_ + charge <= capacity_.load();
-    const List to = how == Admit::kRead ? s.admit(key, !room) : kProbation;
+    const List to = how == Admit::kRead ? admit_locked(s, gap, now, !room, &d) : kProbation;
     s.lists[to].push_front(
-        Entry{key, std::move(buf), charge, to, how == Admit::kPrefetch, how == Admit::kRead});
+        Entry{key, std::move(buf), charge, to, how == Admit::kPrefetch, how == Admit::kRead, now});
     s.map.emplace(key, s.lists[to].begin());
     s.charge += charge;
     if (to == kOnce) s.once_bytes += charge;
     if (how == Admit::kPrefetch) prefetched_bytes_.fetch_add(charge, std::memory_order_relaxed);
+    s.note_tails();
   }
+  demote(d);
   clean_bytes_ += charge;
   evict_locked(0);
 }
 
 void RamTier::claim_prefetched(const ExtentKey& key) {
   Shard& s = shard_for(key);
-  std::lock_guard g(s.mu);
-  if (auto f = s.map.find(key); f != s.map.end() && f->second->prefetched) {
-    s.unprefetch(*f->second, true);
-    s.move(f->second, s.admit(key, full()));
-    f->second->read_once = true;
+  Demote d;
+  {
+    std::lock_guard g(s.mu);
+    if (auto f = s.map.find(key); f != s.map.end() && f->second->prefetched) {
+      const uint64_t now = tick();
+      const uint64_t gap = s.seen.use(ExtentKeyHash{}(key), now);
+      s.unprefetch(*f->second, true);
+      f->second->last_use = now;
+      s.move(f->second, admit_locked(s, gap, now, full(), &d));
+      f->second->read_once = true;
+      s.note_tails();
+    }
   }
+  demote(d);
 }
 
 bool RamTier::room_to_read_ahead(const ExtentKey& key) {
@@ -181,20 +255,24 @@ bool RamTier::room_to_read_ahead(const ExtentKey& key) {
   }
   // It would push out the block evict_locked() takes next. A block read
   // once by a client (it went in while there was room) may go; a block
-  // written or kept only for one used less often lately than this one,
-  // counting the read it is for (admit()'s rule): the block pushed out is
-  // as likely to be read soon, and its read would then cross the link.
-  unsigned victim_uses;
+  // written or kept only if it has lain unused longer than this one since
+  // its last use: the block pushed out is as likely to be read soon, and
+  // its read would then cross the link.
+  uint64_t victim_last = 0;
+  int vs = oldest_tail(0, &victim_last);
+  if (vs < 0) vs = oldest_tail(1, &victim_last);
+  if (vs < 0) return true;
   {
-    Shard& vs = *shards_[evict_cursor_ & shard_mask_];
-    std::lock_guard g(vs.mu);
-    const Entry* v = vs.next_victim();
-    if (!v || v->read_once) return true;
-    victim_uses = vs.sketch.estimate(ExtentKeyHash{}(v->key));
+    Shard& v = *shards_[vs];
+    std::lock_guard g(v.mu);
+    const Entry* e = v.next_victim();
+    if (!e || e->read_once) return true;
+    victim_last = e->last_use;
   }
   Shard& s = shard_for(key);
   std::lock_guard g(s.mu);
-  return s.sketch.estimate(ExtentKeyHash{}(key)) > victim_uses;
+  const uint64_t last = s.seen.last_use(ExtentKeyHash{}(key));
+  return last != ReuseTable::kUnknown && last > victim_last;
 }
 
 ConstBufRef RamTier::peek(const ExtentKey& key) {
@@ -217,6 +295,7 @@ void RamTier::erase(const ExtentKey& key) {
     clean_bytes_ -= f->second->charge;
     s.remove(f->second);
     s.map.erase(f);
+    s.note_tails();
   }
 }
 
@@ -242,7 +321,14 @@ void RamTier::evict_locked(uint64_t extra) {
       }
     }
     if (!found) {
-      Shard& s = *shards_[evict_cursor_++ & shard_mask_];
+      // The least recently used probation tail of all shards, else
+      // protected tail (a block used twice outlasts a flood of writes);
+      // with neither (only blocks read once, within their window), the
+      // shards in turn.
+      uint64_t last = 0;
+      int vs = oldest_tail(0, &last);
+      if (vs < 0) vs = oldest_tail(1, &last);
+      Shard& s = *shards_[vs >= 0 ? static_cast<unsigned>(vs) : evict_cursor_++ & shard_mask_];
       std::lock_guard g(s.mu);
       for (List c : {kProbation, kProtected, kOnce})
         if (!s.lists[c].empty()) {
@@ -270,6 +356,7 @@ ConstBufRef RamTier::evict_tail_locked(Shard& s, List from) {
   evicted_bytes_ += it->charge;
   s.map.erase(it->key);
   s.remove(it);
+  s.note_tails();
   return victim;
 }
 
@@ -395,6 +482,7 @@ void RamTier::drop_clean() {
       sp->charge = 0;
       sp->protected_bytes = 0;
       sp->once_bytes = 0;
+      sp->note_tails();
     }
   }
   budget_cv_.notify_all();

@@ -28,6 +28,13 @@ TEST(RamTier, HitsMissesAndCap) {
   EXPECT_EQ(st.evictions, 12u);
 }
 
+// A client's read of a block not in RAM, as BlockStore::read does it.
+bool read(RamTier& t, const ExtentKey& k) {
+  if (t.lookup(k)) return true;
+  t.insert(k, block(), RamTier::Admit::kRead);
+  return false;
+}
+
 TEST(RamTier, ScanDoesNotEvictHotBlocks) {
   RamTier t(16 * kBlockSize, 0);
   // Four hot blocks, each read twice (promoted to the protected list).
@@ -35,16 +42,12 @@ TEST(RamTier, ScanDoesNotEvictHotBlocks) {
     t.insert({1, i}, block());
     ASSERT_TRUE(t.lookup({1, i}));
   }
-  // A one-time sweep through 100 cold blocks.
-  for (uint64_t i = 0; i < 100; ++i) t.insert({2, i}, block());
+  // A one-time sweep through 100 cold blocks read from the backing dir,
+  // then a flood of 100 blocks written.
+  for (uint64_t i = 0; i < 100; ++i) read(t, {2, i});
   for (uint64_t i = 0; i < 4; ++i) EXPECT_TRUE(t.lookup({1, i})) << "hot block " << i;
-}
-
-// A client's read of a block not in RAM, as BlockStore::read does it.
-bool read(RamTier& t, const ExtentKey& k) {
-  if (t.lookup(k)) return true;
-  t.insert(k, block(), RamTier::Admit::kRead);
-  return false;
+  for (uint64_t i = 0; i < 100; ++i) t.insert({3, i}, block());
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_TRUE(t.lookup({1, i})) << "hot block " << i;
 }
 
 TEST(RamTier, LoadingMoreThanRamKeepsTheWrittenBlocksNotReadYet) {
@@ -90,18 +93,45 @@ TEST(RamTier, ALoopOverMoreThanRamKeepsAPartOfItInRamInEveryShard) {
   EXPECT_GE(hits, 64 * 9);
 }
 
-TEST(RamTier, ABlockReadFromTheBackingOftenEnoughIsKept) {
+TEST(RamTier, ABlockReadAgainSoonerThanTheOldestBlockLayUnusedIsKept) {
   RamTier t(4 * kBlockSize, 0);
   for (uint64_t i = 0; i < 4; ++i) t.insert({1, i * kBlockSize}, block());  // written once
   const ExtentKey hot{2, 0};
-  for (int n = 1; n <= 3; ++n) {
-    EXPECT_FALSE(read(t, hot)) << "read " << n << " finds it gone";
-    read(t, {3, uint64_t(n) * kBlockSize});  // another cold read pushes a once block out
-    EXPECT_EQ(t.contains(hot), n == 3) << "read " << n;
-  }
-  // Read three times: used more than a block written once, which it pushed out.
+  EXPECT_FALSE(read(t, hot));
+  EXPECT_FALSE(t.contains(hot)) << "its first read: how soon it comes back is not known";
+  EXPECT_FALSE(read(t, {3, 0}));  // another cold read pushes it out
+  EXPECT_FALSE(read(t, hot));
+  EXPECT_TRUE(t.contains(hot)) << "back after 2 uses; the oldest written block lay unused for 6";
   EXPECT_EQ(t.stats().admitted, 1u);
-  EXPECT_FALSE(t.contains({1, 0}));
+  EXPECT_FALSE(t.contains({1, 0})) << "the block it pushed out";
+  EXPECT_TRUE(read(t, hot));
+}
+
+// A chat that ended leaves its blocks in RAM; the next chat's loop, read
+// round after round, takes their place once its blocks come back in less
+// than half the time the old ones have lain unused.
+TEST(RamTier, ALoopTakesTheRoomOfBlocksNoLongerUsed) {
+  RamTier t(8 * kBlockSize, 0);
+  for (int round = 0; round < 10; ++round)
+    for (uint64_t i = 0; i < 8; ++i) read(t, {1, i * kBlockSize});
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(t.contains({1, i * kBlockSize}));
+  int hits = 0;
+  for (int round = 0; round < 6; ++round)
+    for (uint64_t i = 0; i < 8; ++i) hits += read(t, {2, i * kBlockSize});
+  // Round 1: back after 8 uses, the old blocks idle for 16: not yet.
+  // Round 2: idle for 24: each takes an old block's place.
+  EXPECT_GE(hits, 8 * 3) << "in RAM from its fourth round on";
+  EXPECT_EQ(t.stats().admitted, 8u);
+}
+
+// Past the blocks read once, room comes from the block unused the longest,
+// whichever shard holds it: taking the shards in turn pushed out blocks
+// used a moment ago.
+TEST(RamTier, RoomComesFromTheLeastRecentlyUsedBlockInAnyShard) {
+  RamTier t(32 * kBlockSize, 4);
+  for (uint64_t i = 0; i < 40; ++i) t.insert({1, i * kBlockSize}, block());
+  for (uint64_t i = 0; i < 40; ++i)
+    EXPECT_EQ(t.contains({1, i * kBlockSize}), i >= 8) << "written block " << i;
 }
 
 TEST(RamTier, DirtyBytesEvictCleanOnes) {
