@@ -2,6 +2,8 @@
 //
 //   kvfs-core-bench scan       RAM tier hit ratio of a hot set during a
 //                              one-time scan: segmented LRU vs plain LRU
+//   kvfs-core-bench mrqa-tier  the RAM tier's share of multi-round QA's
+//                              loads against LRU and an oracle (tier_replay.cc)
 //   kvfs-core-bench evict [N]  daemon CPU to evict N files (default 100000)
 //   kvfs-core-bench policy     write amplification and hit ratio of the
 //                              capacity eviction + reclamation policy, for
@@ -331,10 +333,15 @@ int memtouch(uint64_t mib) {
 
 }  // namespace
 
+namespace kvfs::bench {
+int mrqa_tier(int argc, char** argv);  // tier_replay.cc
+}
+
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "scan") return scan();
+  if (cmd == "mrqa-tier") return kvfs::bench::mrqa_tier(argc - 2, argv + 2);
   if (cmd == "evict") return evict(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100000);
   if (cmd == "policy") return policy();
   if (cmd == "memtouch") return memtouch(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 256);
@@ -346,6 +353,6 @@ int main(int argc, char** argv) {
     return load_open(argv[3], argc > 4 ? std::atoi(argv[4]) : 3);
   std::fprintf(stderr,
                "usage: kvfs-core-bench scan | evict [N] | policy | load create DIR [N] |"
-               " load open DIR [REPS] | memtouch [MIB]\n");
+               " load open DIR [REPS] | memtouch [MIB] | mrqa-tier [L] [--shuffle]\n");
   return 2;
 }
