@@ -150,12 +150,12 @@ void RamTier::demote(const Demote& d) {
 ConstBufRef RamTier::lookup(const ExtentKey& key) {
   Shard& s = shard_for(key);
   Demote d;
-  ConstBufRef buf = lookup_locked(s, key, &d);
+  ConstBufRef buf = lookup_shard(s, key, &d);
   demote(d);  // with s.mu dropped: one shard lock at a time
   return buf;
 }
 
-ConstBufRef RamTier::lookup_locked(Shard& s, const ExtentKey& key, Demote* d) {
+ConstBufRef RamTier::lookup_shard(Shard& s, const ExtentKey& key, Demote* d) {
   std::lock_guard g(s.mu);
   auto f = s.map.find(key);
   if (f == s.map.end()) {

@@ -206,8 +206,8 @@ class RamTier {
     uint64_t last = 0;
   };
   void demote(const Demote& d);
-  // lookup() under s.mu (taken here); *d as admit_locked()'s.
-  ConstBufRef lookup_locked(Shard& s, const ExtentKey& key, Demote* d);
+  // lookup() in shard s (takes s.mu); *d as admit_locked()'s.
+  ConstBufRef lookup_shard(Shard& s, const ExtentKey& key, Demote* d);
   // Where a block read from the backing dir for a client goes (see above),
   // `gap` uses after its previous one, at use `now`; full: keeping it means
   // another block leaves. *d: the protected tail it beat, for demote()
