@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/plain_lru.h"
 #include "core/block_store.h"
 #include "core/ram_tier.h"
 
@@ -65,35 +66,10 @@ double wall() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Plain LRU of block keys, the reference the RAM tier is compared with.
-class PlainLru {
- public:
-  explicit PlainLru(size_t cap) : cap_(cap) {}
-  bool access(uint64_t k) {
-    auto it = map_.find(k);
-    if (it != map_.end()) {
-      list_.splice(list_.begin(), list_, it->second);
-      return true;
-    }
-    list_.push_front(k);
-    map_[k] = list_.begin();
-    if (list_.size() > cap_) {
-      map_.erase(list_.back());
-      list_.pop_back();
-    }
-    return false;
-  }
-
- private:
-  size_t cap_;
-  std::list<uint64_t> list_;
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> map_;
-};
-
 int scan() {
   const size_t cap = 256, hot = 64, cold = 4096;
   RamTier tier(cap * kBlockSize, 4);
-  PlainLru lru(cap);
+  kvfs::bench::PlainLru lru(cap);
   auto touch = [&](uint64_t k, uint64_t* slru_hits, uint64_t* lru_hits) {
     ExtentKey key{1, k * kBlockSize};
     if (tier.lookup(key))

@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <list>
 #include <map>
 #include <random>
 #include <set>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "bench/mrqa_schedule.h"
+#include "bench/plain_lru.h"
 #include "core/ram_tier.h"
 
 namespace kvfs::bench {
@@ -88,20 +88,9 @@ uint64_t replay_tier(const std::vector<Access>& t, uint64_t blocks) {
 }
 
 uint64_t replay_lru(const std::vector<Access>& t, uint64_t blocks) {
-  std::list<uint64_t> order;
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> at;
+  PlainLru lru(blocks);
   uint64_t hits = 0;
-  for (const Access& a : t) {
-    auto it = at.find(a.key);
-    if (it != at.end()) {
-      hits += a.load;
-      order.splice(order.begin(), order, it->second);
-      continue;
-    }
-    order.push_front(a.key);
-    at[a.key] = order.begin();
-    if (order.size() > blocks) at.erase(order.back()), order.pop_back();
-  }
+  for (const Access& a : t) hits += lru.access(a.key) && a.load;
   return hits;
 }
 

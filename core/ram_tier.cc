@@ -114,6 +114,11 @@ int RamTier::oldest_tail(unsigned list, uint64_t* last) const {
   return best;
 }
 
+int RamTier::victim_shard(uint64_t* last) const {
+  const int p = oldest_tail(0, last);
+  return p >= 0 ? p : oldest_tail(1, last);
+}
+
 RamTier::List RamTier::admit_locked(Shard& s, uint64_t gap, uint64_t now, bool full, Demote* d) {
   if (!full) return kProbation;
   // Weighed against the block unused the longest of the probation and
@@ -259,8 +264,7 @@ bool RamTier::room_to_read_ahead(const ExtentKey& key) {
   // its last use: the block pushed out is as likely to be read soon, and
   // its read would then cross the link.
   uint64_t victim_last = 0;
-  int vs = oldest_tail(0, &victim_last);
-  if (vs < 0) vs = oldest_tail(1, &victim_last);
+  const int vs = victim_shard(&victim_last);
   if (vs < 0) return true;
   {
     Shard& v = *shards_[vs];
@@ -326,8 +330,7 @@ void RamTier::evict_locked(uint64_t extra) {
       // with neither (only blocks read once, within their window), the
       // shards in turn.
       uint64_t last = 0;
-      int vs = oldest_tail(0, &last);
-      if (vs < 0) vs = oldest_tail(1, &last);
+      const int vs = victim_shard(&last);
       Shard& s = *shards_[vs >= 0 ? static_cast<unsigned>(vs) : evict_cursor_++ & shard_mask_];
       std::lock_guard g(s.mu);
       for (List c : {kProbation, kProtected, kOnce})

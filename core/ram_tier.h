@@ -199,6 +199,9 @@ class RamTier {
   // protected (1) over all shards, -1 if none; *last gets that block's last
   // use. Reads the shards' published tails only (no lock): approximate.
   int oldest_tail(unsigned list, uint64_t* last) const;
+  // The shard whose block evict_locked() takes once no block read once is
+  // left: oldest_tail() of probation, else of protected.
+  int victim_shard(uint64_t* last) const;
   // A protected tail (shard, last use) that a block read from the backing
   // dir beat; demote() moves it to probation's tail, to leave next.
   struct Demote {
