@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the kvfs-bench subcommands (kvfs_bench.cc, replay.cc,
 // replay_lmcache.cc, mrqa.cc, micro2.cc): errors, clocks, statistics, JSON output, aligned
 // buffers, option parsing, path helpers and the vLLM file layout.

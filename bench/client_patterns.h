@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-chunk file patterns of the two LMCache clients that bypass LMCache's
 // own fs backends, shared by their replays (replay_lmcache.cc) and the
 // multi-round QA replay (mrqa.cc), so that both measure the same syscalls:

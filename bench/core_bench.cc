@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-core-bench: benchmarks of the core policies, without FUSE.
 //
 //   kvfs-core-bench scan       RAM tier hit ratio of a hot set during a

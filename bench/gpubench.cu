@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-gpubench: the CUDA client. KV blocks live in GPU memory; a store copies
 // a block device-to-host into a pinned buffer (cudaHostAlloc) and writes it
 // with vLLM's fs-tier pattern (tmp O_CREAT|O_EXCL|O_DIRECT, ONE write, close,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-bench: micro-benchmarks of the syscall patterns KV-cache offloaders
 // issue (see shared/WORKLOADS.md), run against any directory so that kvfs can
 // be compared with tmpfs, a plain disk directory or nullfs (the FUSE ceiling).

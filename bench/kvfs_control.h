@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs's statistics for the benchmarks, through the control protocol's one
 // client (core/control_client.h). The benchmarks only want the numbers when
 // they are there, so failures become nullopt / "".

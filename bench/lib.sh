@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh: shell shared by the bench/run_*.sh drivers; sourced, not run:
 #   source "$(dirname "$0")/lib.sh"
 # The functions use the caller's BACKING, INDEX and KMNT (kvfs's backing dir,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // More kvfs-bench micro-benchmarks: buffered 1 MiB I/O, metadata rates and
 // the million-file scale test.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-bench mrqa: LMCache's multi-round QA benchmark (multi-round-qa.py,
 // shared/WORKLOADS.md "The comparison users run") replayed at the level of the
 // files a vLLM fs tier makes of it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The schedule of LMCache's multi-round QA benchmark (multi-round-qa.py's
 // UserSessionManager), shared by the file-level replay (kvfs-bench mrqa)
 // and the RAM tier's replay (kvfs-core-bench mrqa-tier): which user sends

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfsemu: a FUSE passthrough over a local directory that adds the costs an
 // NFS/pNFS client sees, so that kvfs (whose backing dir is NFS in production)
 // and the plain-directory baselines can be benchmarked against network-like

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfsemu: shared declarations of the emulator's cost model (nfsemu_model.cc)
 // and its passthrough operations (nfsemu_ops.cc). See nfsemu.cc's header for
 // what it models and why.

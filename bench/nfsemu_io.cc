@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfsemu's open files and directories: data requests pay their transfer
 // (pay_data), the rest their round trips (pay), before the reply.
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfsemu's cost model: presets, options, the sleeps and the counters.
 #include <sys/prctl.h>
 #include <time.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfsemu's passthrough: every request is done on the source directory with
 // the *at() calls relative to an O_PATH descriptor per inode, then pays its
 // modelled cost (nfsemu_model.cc), then replies.

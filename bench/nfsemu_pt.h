@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfsemu's passthrough internals, shared by nfsemu_ops.cc (inodes and names)
 // and nfsemu_io.cc (open files and directories).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nullfs: the "FUSE ceiling" reference for kvfs-bench.
 //
 // A multithreaded FUSE low-level daemon that does as little as a daemon can:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The deterministic file content shared by kvfs-bench and nullfs.
 //
 // A file's bytes are a fixed pseudo-random stream (the same for every file)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PlainLru: least-recently-used over block keys, the reference the RAM
 // tier's policies are compared with (kvfs-core-bench scan, mrqa-tier).
 // Not thread-safe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays of each fs-tier offloader's file pattern (shared/WORKLOADS.md),
 // through any directory. Every replay stores --chunks keys with the client's
 // store pattern, looks them up, loads them back (every byte verified against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays of the two LMCache clients of the published comparison that do not
 // go through LMCache's own fs backends: the MP server's NIXL store with the
 // GDS backend, and the in-process FSConnector (remote_url fs://). Same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the client replays (replay.cc, replay_lmcache.cc): the
 // common options, the JSON line, the lookup phases and full read/write loops.
 #pragma once

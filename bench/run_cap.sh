@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_cap.sh: the LMCache MP server's NIXL store never deletes what it stores
 # (only its shutdown sweep of *.tmp.* files), so on a plain directory the KV
 # files grow without bound; through kvfs, capacity= is the cap. Replays

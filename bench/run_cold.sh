@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_cold.sh: kvfs against the plain dir when both sit on an emulated NFS
 # server (nfsemu, bench/nfsemu.cc) and the RAM tier cannot hold the data:
 # the cold path (flushing to the server, reading back from it). Each

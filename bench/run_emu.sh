@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_emu.sh: what nfsemu (bench/nfsemu.cc, the emulated NFS backing dir)
 # costs by itself and what a preset's modelled costs come to, in one run:
 #   1. its own overhead: preset none against the bare directory it passes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_gpu.sh: kvfs-gpubench (GPU -> pinned host -> files -> GPU, verified on
 # the GPU) against tmpfs, the plain backing directory and kvfs, in one run;
 # writes OUT/gpu.md and OUT/gpu.jsonl. The one script to run where a GPU is

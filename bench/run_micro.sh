@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_micro.sh: kvfs micro-benchmarks against tmpfs, nullfs (the FUSE ceiling)
 # and the plain backing directory, in one run; prints a Markdown table.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_mrqa.sh: LMCache's multi-round QA load (kvfs-bench mrqa) replayed on four
 # setups in one run, for each client's file pattern (kvfs-bench mrqa --client:
 # vllm = vLLM fs tier, nixl-gds = LMCache MP server with NIXL GDS, lmcache-fs =

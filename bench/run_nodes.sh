@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_nodes.sh: two instances behind a round-robin balancer over one shared
 # dir (kvfs-bench mrqa --peer-dir: a user's requests alternate between the
 # instances), in one run, for the multi-round QA load at each L:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_patterns.sh: the offloaders' file patterns and the micro-benchmarks that
 # run_micro.sh does not cover, on tmpfs, a plain local-disk directory and kvfs,
 # in one run:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_scale.sh: kvfs with many small files in the vLLM layout.
 #   1. create KVFS_SCALE_FILES files of 4 KiB (vLLM store pattern, 16 threads,
 #      <root>/<model>_r0/<h[0:3]>/<h[3:5]>_g0/<h>.bin: ~1 leaf dir per file)

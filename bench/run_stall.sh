@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_stall.sh: what a client sees while the backing dir hangs, with the
 # default io_timeout (30 s), against the same calls made straight into the
 # hung dir. The backing dir is a bindfs passthrough (direct_io) stopped with

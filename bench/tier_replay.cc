@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-core-bench mrqa-tier: the RAM tier's share of the multi-round QA
 // loads, without FUSE or a backing dir. The chunks of kvfs-bench mrqa's
 // schedule (same users, rounds and prompt lengths; one 512 KiB block per

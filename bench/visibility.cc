@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-bench visibility: how long a file closed on one instance takes to be
 // readable on another, the way vLLM finds it: the reader polls access(F_OK)
 // on the name (vLLM checks every scheduler step) from before the write, then

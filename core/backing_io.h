@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BackingIo: deadlines on the backing directory, and the stall detector.
 //
 // The backing dir is usually NFS, and an NFS server can stop answering for

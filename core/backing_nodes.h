@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The nodes of a backing directory, as its files show them: every node that
 // has a segment or a lock file there, its segments and bytes, and whether
 // its daemon holds its lock now. Read-only: it opens lock files to probe

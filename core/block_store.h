@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore: the thin owner of core/'s parts. Open() makes and wires them;
 // fs/ talks only to this class (the namespace and file operations).
 //

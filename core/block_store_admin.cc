@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore, the whole store: statfs, stats, ls, flush_all, eviction and
 // the runtime settings (kvfs-admin's commands).
 #include <sys/statvfs.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore's file operations: create, open, read, write, truncate, fsync,
 // release. Each checks the request, takes the inode's lock and leaves the
 // block slots to FileData (file_data.h), the queueing to the Flusher and

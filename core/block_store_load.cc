@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore at mount: opening the index (rebuilding it when it is missing,
 // foreign or unreadable), catching it up with the segment log, and loading
 // every inode into the namespace.

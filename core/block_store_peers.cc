@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore and the other nodes of a shared backing dir (peer_log.h): a
 // name that is not here but that a peer committed is imported on lookup (or
 // readdir) as a read-only inode whose extents point into the peer's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore::retire_node: a node of a shared backing dir that is gone for
 // good hands its files over to this one. Only a node's own daemon ever
 // deletes its segments; retiring is the one exception, on purpose, and only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Buffer: a 4 KiB-aligned byte array holding one block (at most 1 MiB) of a
 // file. Aligned so that the same memory can be handed to O_DIRECT I/O.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The time kvfs reads for file times, LRU order, grace periods and
 // housekeeping: a seam, so that tests of eviction and grace move time by hand
 // instead of sleeping through it. Thread-safe: now_ns() may be called from any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StoreConfig: every knob of the core store, with its default and the reason.
 //
 // One plain struct, filled by fs/options.cc from the -o mount options through

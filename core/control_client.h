@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client side of the control protocol: how kvfs-admin, bench/ and the
 // tests talk to a mounted kvfs. The daemon's side is fs/control.h; this
 // header is the one place that says what the protocol is, and has no FUSE in

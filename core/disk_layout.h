@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The backing directory's layout: every name kvfs gives a file there, and the
 // segment file name format, so that the store, the daemon's start-up checks,
 // kvfs-admin and the tests cannot drift apart. Renaming anything here is a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Evictor: the passes, LRU and admin eviction, housekeeping. Reclaiming
 // segments (copy forward, delete) is in evictor_reclaim.cc.
 #include "core/evictor.h"

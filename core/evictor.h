@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Evictor: keeps the backing dir under its capacity, without ever hurting a
 // reader, and does the housekeeping the offloaders never do.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Evictor, reclaiming segments: a sparse or empty segment's files are copied
 // forward (or evicted with it when there is no room), the snapshots and
 // tombstones only it holds are written again elsewhere, and the file is

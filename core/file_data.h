@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileData: a regular file's data as the tiers see it: its block slots and
 // their accounting (dirty bytes charged to the RAM tier, clean blocks cached
 // in it by extent, the segments' live bytes), the cold read of one block's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Flusher, the threads' side: taking a batch, capturing, writing records,
 // committing to the index, failing and retrying. The callers' side (queues,
 // flush_all) is in flusher_queue.cc.

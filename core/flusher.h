@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Flusher: background threads that turn dirty inodes into segment records
 // and index commits (write coalescing).
 //

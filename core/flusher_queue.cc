@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Flusher, the callers' side: queueing inodes and journal entries for the
 // flusher threads, waiting for durability, and flush_all (fsync of a
 // directory, unmount). The threads' side is in flusher.cc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Index: the RocksDB database that maps every inode to its latest committed
 // snapshot (record.h), plus a few meta keys. It is a cache of what the
 // segments hold: missing, from another backing dir, or unreadable, it is

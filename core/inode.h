@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inode: one file, directory, symlink or special file (FIFO, socket, device
 // node: metadata only, their I/O never reaches kvfs) in memory.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging: spdlog's default logger, set up once by the daemon (log_file if
 // given, else stderr in the foreground, syslog in the background). Nothing is logged per I/O at the
 // default level (info); every error a client sees as EIO or ENOSPC is logged

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MetaJournal: the Journal the namespace commits its changes through
 // (directories, symlinks and special files when made; renames, unlinks and
 // evictions of committed inodes). Each change is committed to the index at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics: lock-free latency histograms.
 //
 // Two views of the same samples. Fine buckets, quarter powers of two of

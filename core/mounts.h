@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mounts: what /proc/self/mountinfo says, for the checks that keep kvfs off
 // paths it must not use (a mount point already in use, a backing dir inside
 // a kvfs mount) and for telling an exiting owner of a backing dir from a

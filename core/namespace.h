@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace: the inode table and the directory tree, all in memory.
 //
 // Names map to inodes; data belongs to the inode, so rename never moves data.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace at startup: the inodes the index holds are built, added and
 // linked into a tree (with the checks a rebuilt index needs), and a root is
 // made when there is none. The running namespace is in namespace.cc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of kvfs's settings: each option's name, type, default, range,
 // whether `kvfs-admin config` may change it while mounted, the field it fills
 // and one line of doc. Mount parsing (fs/options.cc), the runtime `config`

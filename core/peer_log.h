@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PeerLog: what the other nodes sharing the backing dir have committed, as
 // their segment logs say (core/disk_layout.h: every node writes only its own
 // "<node>-<id>.seg" files, append-only; record.h: every change of a node's

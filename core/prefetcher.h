@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prefetcher: reads a file's cold blocks (in a segment, not in RAM) into the
 // RAM tier ahead of the client. vLLM and llm-d check that a file exists and
 // load it right after; on a backing dir a round trip away (NFS), one client

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RamTier: the RAM tier's byte budget and its cache of clean blocks.
 //
 // Two kinds of bytes share one capacity (ram_size):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The on-disk format shared by segment files and the RocksDB index.
 //
 // An InodeSnapshot is everything that must survive a restart about one inode:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Recovery: the index as a follower of the segment log.
 //
 // Every committed snapshot and tombstone is in some segment record, each with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReuseTable: when each key was last used, for keys in RAM and out of it, in
 // little memory, so that the RAM tier can tell how long a block went unused
 // before it was wanted again (its reuse interval) even after it left RAM.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a segment file's records in order, from an open descriptor: what
 // a node's own catch-up, reclaim and rebuild do through SegmentStore::scan,
 // and what a peer does to follow another node's log (peer_log.h) without

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentStore: everything kvfs keeps in the backing directory: the
 // superblock, the lock and the segment files, named as core/disk_layout.h
 // says.

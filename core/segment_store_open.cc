@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentStore::Open: taking a backing dir for one node. The node's locks,
 // the superblock (made once for every node), the node's segments listed, the
 // O_DIRECT probe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/segment_windows.h"
 
 #include <algorithm>

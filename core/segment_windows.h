@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentWindows: read-ahead along a segment, across files.
 //
 // The flushers write the files a client stores one after another next to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentWriter (segment_store.h): appends records to one open segment
 // through an io_uring, or plain pwrite where io_uring is refused.
 #include <fcntl.h>

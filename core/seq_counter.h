@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SeqCounter: hands out the seqs that order every snapshot and tombstone of
 // an inode (the newest wins in the index and in a catch-up). The journal and
 // the flushers take them; the mount starts it above every seq it loaded.

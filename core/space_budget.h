@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpaceBudget: the one owner of the backing dir's space budget: the capacity,
 // the room granted to flushes in progress, the room flushes wait for, and the
 // "no room" state that writers see. Flushing and eviction both ask it; they

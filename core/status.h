@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status and Result: how core reports failure without exceptions.
 //
 // Core never throws across its API. A Status carries a POSIX-flavoured code

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control file: how kvfs-admin talks to a mounted kvfs; the daemon's
 // side of the protocol that core/control_client.h describes and implements
 // for clients.

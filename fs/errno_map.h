@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place a core Status becomes an errno (the FUSE edge).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names, attributes and directories.
 #include <sys/statvfs.h>
 #include <unistd.h>

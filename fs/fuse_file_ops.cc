@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Open files: create, open, read, write, fsync, release.
 #include <fcntl.h>
 #include <linux/falloc.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place that fills fuse_lowlevel_ops.
 #include "fs/fuse_ops.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FUSE low-level adapter: one file per family of operations
 // (fuse_entry_ops.cc, fuse_file_ops.cc, fuse_xattr_ops.cc), one place that
 // fills the operations table (fuse_ops.cc).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Extended attributes (vLLM keeps a CRC32C in user.vllm.kv_crc32c).
 #include <cerrno>
 #include <cstring>

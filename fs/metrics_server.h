@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's own Prometheus endpoint (mount option metrics=ADDR:PORT).
 //
 // Opt-in and loopback unless told otherwise: the stats name no files, but

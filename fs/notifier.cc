@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fs/notifier.h"
 
 #include "fs/fuse_ops.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Notifier: tells the kernel to forget names and pages that kvfs removed on
 // its own (eviction), from a thread of its own.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fs/option_table.h"
 
 namespace kvfs {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FsConfig half of the option table, and the lookup that joins it with
 // StoreConfig's half (core/option_table.h explains why there are two).
 // Everything that lists or parses options goes through mount_options() or

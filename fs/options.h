@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount options: `kvfs BACKING_DIR MOUNTPOINT [-o OPTIONS] [-f] [-d]`.
 //
 // One -o string serves the command line, mount.fuse3 and /etc/fstab alike:

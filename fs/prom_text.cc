@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus text format of the daemon's stats (see fs/prom_text.h).
 #include "fs/prom_text.h"
 

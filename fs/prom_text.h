@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus text exposition format (version 0.0.4) of the daemon's JSON
 // stats. One renderer for both outlets, so their metric names, types and
 // labels cannot drift apart: `kvfs-admin stats --prometheus` (through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BackingIo: deadlines on backing calls and the stall detector. A "backing
 // call" here is a function that blocks until the test releases it: the one
 // fake in these tests, standing in for a read() on a hung NFS server.

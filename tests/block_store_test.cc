@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockStore without FUSE: the data path, persistence, rebuild and damage.
 #include "core/block_store.h"
 

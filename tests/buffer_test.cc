@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BufferPool: size classes, alignment for O_DIRECT, recycling of freed
 // buffers and the bounds that keep idle buffers within the RAM budget. The
 // pool is process-wide: each test starts by emptying it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Clock: the seam tests move time through instead of sleeping.
 #include "core/clock.h"
 

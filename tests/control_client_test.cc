@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control protocol's client (core/control_client.h) without a daemon: a
 // plain file stands in for the control file. A regular file hands back what
 // was written at offset 0, so a request comes back as its own "reply", which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `kvfs` command line: exit codes and messages for bad input, the
 // backing-dir lock, fstab words, --help/--version, and SIGTERM.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon as operations run it: paths and sizes it refuses before
 // mounting anything, umount followed at once by a remount, fsck or
 // rebuild-index, logs that reach their file within a second (also without a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The backing dir's names (core/disk_layout.h): what the on-disk format
 // fixes, checked literally so that a change to them cannot pass unnoticed.
 #include "core/disk_layout.h"

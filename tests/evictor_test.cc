@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Evictor policies through BlockStore (no FUSE): LRU order, protection of
 // open files and the grace period, the capacity bound, reclamation, the admin
 // eviction modes and runtime changes.

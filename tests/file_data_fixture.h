@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the tests of FileData and of the Prefetcher.
 #pragma once
 

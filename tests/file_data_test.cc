@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileData: a file's block slots and their accounting against a real RAM
 // tier and a real segment store on a temporary backing dir: what a write, a
 // flush, a truncate and a free charge and release, which extent a partial

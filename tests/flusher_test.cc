@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Flusher on its own parts (no BlockStore, no FUSE): a real segment store
 // and RocksDB index in a temp dir, a namespace, a RAM tier and a space
 // budget. What a flush writes (one segment, one commit per batch, extents

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Index: the RocksDB keys of the segment-log follower (snapshots, deletion
 // seqs, applied positions, unlogged journal entries), on a real database.
 #include "core/index.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MetaJournal against a real RocksDB index: what a rename, an unlink and a
 // new directory leave in the index (the snapshot or tombstone with a fresh
 // seq, and a P key until the entry reaches a segment), the inode's committed

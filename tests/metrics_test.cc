@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LatencyHistogram: the admin tool's percentiles land within one bucket
 // (about 19 %) of the true value, and the Prometheus view is cumulative with
 // +Inf equal to the count.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin against a real mount: stats, evict, config, permissions, fsck,
 // rebuild-index; mounting through an fstab line; the man pages' lint.
 #include <fcntl.h>

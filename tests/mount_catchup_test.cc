@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: the index follows the segment log. An index dir put back from
 // an older copy after a kill -9 is caught up at the next mount (every
 // fsync'ed file back bit-exact, also after a later rebuild-index), fsck says

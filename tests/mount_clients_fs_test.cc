@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: LMCache's in-process FSConnector (remote_url fs://): flat
 // <fmt>@<model>@<world>@<worker>@<hash>@<dtype>.data names, one fixed tmp
 // name per key (<stem>.tmp, so two writers of a key share it), a 28-byte

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: the file patterns of the two LMCache clients that bench/
 // replay_lmcache.cc replays: the MP server's NIXL store (GDS backend: O_DIRECT
 // read-write fds, 16 MiB extents in flight together, libaio or io_uring in

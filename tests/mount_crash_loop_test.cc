@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crash loop: a writer records in a manifest every file it fsync'ed, every
 // file it saw flushed (fsync of a directory) and every unlink that returned;
 // the daemon is killed with SIGKILL at a random moment (during writes,

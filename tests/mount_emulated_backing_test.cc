@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs with its backing dir on nfsemu (bench/nfsemu.cc), the emulated NFS
 // backing of the benchmarks: files written through kvfs survive a remount
 // bit-exact, and kvfs's segments make far fewer backing files than it stores;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Capacity and eviction through a real mount: the backing dir stays under its
 // cap whatever is written, the least recently used files go first, open files
 // and files in their grace period stay, readers never see short or wrong data,

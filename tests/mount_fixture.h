@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvfsMount: a real kvfs daemon on a real FUSE mount, for the mount tests.
 //
 // Each instance owns a fresh temporary tree (backing dir, mount point, index

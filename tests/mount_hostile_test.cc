@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile input through a real mount: huge offsets, writes past the maximum
 // file size (EFBIG, the max_file_size option), odd names, paths at PATH_MAX,
 // and operations on a file while it is being evicted.

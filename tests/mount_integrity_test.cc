@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: third-party integrity tools through a real mount.
 //
 // fio writes with per-block checksums (verify=crc32c, verify_fatal=1) from

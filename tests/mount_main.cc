@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // main() for the mount test binaries: GoogleTest plus a watchdog that, if the
 // binary runs past KVFS_TEST_TIMEOUT seconds (default 600), kills every kvfs
 // daemon it started, detaches their mounts and aborts, so that a hung daemon

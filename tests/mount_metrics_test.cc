@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's /metrics (mount option metrics=) and kvfs-admin --prometheus:
 // real Prometheus histograms, hits and misses in one unit, promtool's verdict
 // on both outputs, bad values refused at mount, the port closed at unmount,

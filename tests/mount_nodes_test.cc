@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: several kvfs daemons, one per node_id, over one backing dir.
 // Each node owns the files that carry its name: a second daemon of a node is
 // refused naming the first, a kvfs without node_id owns a dir alone, an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: kvfs daemons of two and three node_ids over one backing dir
 // see each other's files (core/peer_log.h) through real mounts with the
 // default kernel caches: a file closed on one node is looked up, listed and

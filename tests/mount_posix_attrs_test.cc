@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX behaviour of a real kvfs mount: attributes (utimensat, chmod, chown),
 // symlinks, statfs, fsync (also across kill -9 and remount) and user xattrs.
 // Helpers: tests/mount_posix_util.h.

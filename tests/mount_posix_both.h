@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fixture for POSIX rules checked on two filesystems: a kvfs mount and a
 // tmpfs. The rules are those the conformance suites (pjdfstest) exercise;
 // tmpfs is the reference, so a check that fails on tmpfs is a wrong check,

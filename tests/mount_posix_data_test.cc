@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX behaviour of a real kvfs mount: file data. Create with O_TRUNC,
 // reads and writes at any offset (sparse holes, block boundaries), O_DIRECT,
 // truncate / ftruncate, and mmap. Helpers: tests/mount_posix_util.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX behaviour of a real kvfs mount: lookup, getattr and access, mkdir -p,
 // exclusive create, readdir, 255-byte names, names with any byte, and the
 // open errors the clients can hit. Helpers: tests/mount_posix_util.h.

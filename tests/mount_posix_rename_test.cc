@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX behaviour of a real kvfs mount: rename (atomic replace, the store
 // loops of the offloaders, xattrs, RENAME_NOREPLACE, directories), unlink
 // while open, rmdir, and hard links. Helpers: tests/mount_posix_util.h.

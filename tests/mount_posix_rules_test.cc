@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX rules the conformance suites check, on kvfs and on tmpfs
 // (tests/mount_posix_both.h): sticky directories, the order of ENOTDIR,
 // ENOENT, ELOOP and ENAMETOOLONG, set-user/group-ID clearing on chown and

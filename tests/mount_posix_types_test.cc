@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FIFOs, sockets and device nodes, and O_EXCL on every file type, on kvfs
 // and on tmpfs (tests/mount_posix_both.h): made, listed, opened (FIFOs),
 // bound and connected to (sockets), changed, renamed and removed like any

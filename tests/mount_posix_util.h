@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the POSIX mount tests (tests/mount_posix_*_test.cc):
 // errno-checking assertions, an fd that closes itself, full pread/pwrite
 // loops, O_DIRECT reads, directory listings, xattr reads and remount.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: read-ahead (the prefetch option) through a real mount. After
 // a remount nothing is in RAM: looking a file up queues its cold blocks, a
 // read returns the same bytes, and each block is read from the backing dir

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: the concurrent races of shared/WORKLOADS.md, run hard on a
 // real mount. Every test is bounded by iterations, not time, and checks what
 // the offloaders rely on: a final name shows a complete version or nothing

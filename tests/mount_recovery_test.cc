@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: what survives a restart, a lost index, kill -9 and corruption,
 // and the RAM tier's backpressure (RSS bounded, large files still work).
 #include <dirent.h>

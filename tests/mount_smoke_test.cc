@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shortest end-to-end check: mount, write, read back, remount.
 #include <gtest/gtest.h>
 

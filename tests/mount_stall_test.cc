@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: a backing dir that stops answering, like an NFS server in a
 // failover, and one that disappears under the daemon.
 //

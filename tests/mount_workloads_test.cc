@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: the syscall patterns of the KV-cache offloaders of
 // shared/WORKLOADS.md, each replayed as the client issues it, on a real mount.
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace::load_*: the tree built at startup from the index's snapshots,
 // including the damaged shapes an index rebuild can produce (missing parents,
 // two inodes claiming one name, a directory below itself).

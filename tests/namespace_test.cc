@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace: the running tree's changes (create, rename, unlink, drop,
 // evictions) and their journal, and the rule that lookups never wait for a
 // journal commit (the index write of a change runs under commit_mu_, not

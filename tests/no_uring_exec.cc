@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // no_uring_exec: runs a command with io_uring unavailable, as in a container
 // whose seccomp profile forbids io_uring (Docker's default does):
 // io_uring_setup(2) fails with ENOSYS through a seccomp filter inherited by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The option table (core/option_table.h, fs/option_table.h): its defaults
 // are the structs', its ranges are what validate() refuses, its runtime
 // column is what `kvfs-admin config` accepts, and the man pages agree.

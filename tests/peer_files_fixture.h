@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixture of the tests of nodes sharing one backing dir
 // (peer_files_test.cc, peer_imports_test.cc): BlockStores of several
 // node_ids in one process over one dir, each with its own index, the peers'

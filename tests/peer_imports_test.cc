@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a node keeps of the peers' files it made visible (imports,
 // core/block_store_peers.cc): an import nothing references any more is
 // released and found again by the next lookup, so imports stay bounded by

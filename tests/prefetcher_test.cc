@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prefetcher over a real segment store and RAM tier: a file's cold blocks
 // are read into RAM ahead of the client, within the budget, skipping what
 // RAM has; a block evicted or rewritten before its read is not read; and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The on-disk format: round trips and hostile bytes.
 #include "core/record.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Recovery: the index as a follower of the segment log (no FUSE, real
 // RocksDB, real segment files). An index restored from an older copy is
 // caught up with the segments at the next open; deletions and renames

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the reliability mount tests (integrity tools, races,
 // injected faults, stalls): self-describing file contents, whole-file reads
 // that report short reads, the daemon's stats through the control file,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReuseTable: the uses between two uses of a key, for keys it still holds.
 #include "core/reuse_table.h"
 

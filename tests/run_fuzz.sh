@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets with clang (ASan + UBSan, the core library
 # instrumented for coverage) in build-fuzz and runs each for a while.
 #

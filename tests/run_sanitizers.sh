@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds kvfs with sanitizers in its own build directory and runs the tests
 # under them: the unit tests, the fuzz smoke tests and the real-FUSE mount
 # tests, whose kvfs daemon is built with the same sanitizers.

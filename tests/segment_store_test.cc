@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentStore and SegmentWriter on a real backing directory (no FUSE): what
 // a record written and synced reads back as, what a damaged or torn one reads
 // as, the locks that keep a second daemon of a node out while other nodes

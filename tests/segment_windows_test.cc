@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentWindows over a real segment store: files stored one after another
 // and read back in that order are served from windows read ahead along the
 // segment; a window's bytes are handed out only when they hash to the

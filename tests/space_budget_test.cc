@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpaceBudget on its own: grants under the cap, waiting for passes (with the
 // serve callback that lets a pass finish), giving up, the no-space state and
 // stop. The segments' usage is a counter here: the budget only reads it.

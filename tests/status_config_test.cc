@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes, config validation and mount-option parsing.
 #include <gtest/gtest.h>
 

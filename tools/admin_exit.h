@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin's exit statuses, and Failure: every error is thrown as one, and
 // main() (admin_main.cc) prints its message and exits with its code.
 //

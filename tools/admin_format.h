@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin's output: human-readable sizes, times and names, values read out
 // of the daemon's JSON replies, the `stats` table, config
 // values, and atomic writes of an output file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin: looks into and steers a mounted kvfs, and checks or repairs an
 // unmounted backing directory.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin nodes: the nodes that share a backing directory (core/
 // backing_nodes.h), mounted or not. Returns the exit status or throws
 // Failure (tools/admin_exit.h).

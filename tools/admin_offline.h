@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin's offline commands on an unmounted backing directory: fsck and
 // rebuild-index. They use the core library directly, on one node's segments
 // and index; the node's lock makes them refuse while its daemon runs. Each returns the exit

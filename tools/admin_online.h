@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kvfs-admin's online commands, run against a mounted kvfs through its
 // control file: stats, evict, flush, ls, config, version. Each returns the
 // exit status or throws Failure (tools/admin_exit.h).

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the kvfs Debian package and checks it end to end on THIS machine:
-# a Release build in build-pkg/ (JOBS=N for make -jN, default 1), cpack -G DEB,
+# a release build (RelWithDebInfo, stripped by cpack) in build-pkg/, or the
+# configured build dir BUILD_DIR names (JOBS=N for make -jN, default 1), cpack -G DEB,
 # lintian (any error fails), dpkg -i, the binaries and man pages in place,
 # dpkg --purge, nothing left behind. Needs root and a test machine: it
 # installs into / (and refuses if a kvfs package is installed already).
@@ -23,10 +25,20 @@ if [[ $(dpkg-query -W -f='${Status}' kvfs 2>/dev/null || true) == *" installed" 
   fail "a kvfs package is installed already; not replacing it"
 fi
 
-say "build ($BUILD, -j$JOBS)"
-cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DKVFS_BENCH=OFF \
-  >"$BUILD.cmake.log" 2>&1 || { cat "$BUILD.cmake.log"; fail "cmake"; }
-cmake --build "$BUILD" -j"$JOBS" >"$BUILD.build.log" 2>&1 || { tail -50 "$BUILD.build.log"; fail "build"; }
+# A build dir that is configured already (tools/run-tests.sh passes its own,
+# so the package holds the binaries the tests ran) is only brought up to date:
+# reconfiguring it with other flags would rebuild it whole.
+if [[ -f $BUILD/CMakeCache.txt ]]; then
+  say "build (existing $BUILD, -j$JOBS)"
+else
+  say "build ($BUILD, -j$JOBS)"
+  cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF -DKVFS_BENCH=OFF \
+    >"$BUILD.cmake.log" 2>&1 || { cat "$BUILD.cmake.log"; fail "cmake"; }
+fi
+san=$(sed -n 's/^KVFS_SANITIZE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+[[ -z $san || $san == OFF ]] || fail "$BUILD is a sanitizer build ($san); a package is built without sanitizers"
+cmake --build "$BUILD" -j"$JOBS" --target kvfs kvfs-admin kvfs_changelog >"$BUILD.build.log" 2>&1 ||
+  { tail -50 "$BUILD.build.log"; fail "build"; }
 rm -f "$BUILD"/kvfs_*.deb
 (cd "$BUILD" && cpack -G DEB >"$BUILD.cpack.log" 2>&1) || { cat "$BUILD.cpack.log"; fail "cpack"; }
 debs=("$BUILD"/kvfs_*.deb)
@@ -41,7 +53,9 @@ contents=$(dpkg-deb --contents "$DEB" | awk '{print $6}')
 for f in ./usr/sbin/kvfs ./usr/sbin/kvfs-admin \
   ./usr/share/man/man8/kvfs.8.gz ./usr/share/man/man8/kvfs-admin.8.gz \
   ./usr/share/doc/kvfs/copyright ./usr/share/doc/kvfs/changelog.Debian.gz \
-  ./usr/share/doc/kvfs/examples/fstab.example ./usr/share/doc/kvfs/examples/mnt-kvcache.mount; do
+  ./usr/share/doc/kvfs/examples/fstab.example ./usr/share/doc/kvfs/examples/mnt-kvcache.mount \
+  ./usr/share/doc/kvfs/examples/kvfs.default ./usr/share/doc/kvfs/README.md \
+  ./lib/systemd/system/kvfs.service; do
   grep -qx "$f" <<<"$contents" || fail "$f is not in the package"
 done
 if grep -q '^\./usr/local' <<<"$contents"; then fail "files under /usr/local"; fi

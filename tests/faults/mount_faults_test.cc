@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mount tests: injected faults in a live daemon, and a backing filesystem
 // that really runs out of space.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: sequences of filesystem operations against kvfs::BlockStore
 // (no FUSE), checked against a plain in-memory model of names and contents.
 //

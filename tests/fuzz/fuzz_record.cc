@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the on-disk record format (core/record.h) over hostile bytes.
 //
 // Every decoder must reject or accept any input without reading out of

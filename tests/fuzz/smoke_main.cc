@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stand-in for libFuzzer's main(), so that every compiler can run the fuzz
 // targets as ordinary ctest tests ("fuzz smoke"): it replays each file of the
 // seed corpora, then N inputs made by mutating those seeds (bit flips, byte
