@@ -270,11 +270,13 @@ inline uint64_t rand64() {
 // vLLM fs tier store of one block: access(F_OK) (skip when present), mkdir -p
 // of the parents, open(dest_<random>.tmp, O_CREAT|O_EXCL|O_WRONLY|O_TRUNC|
 // O_DIRECT), ONE write, close, rename over dest. Returns false when skipped.
+// The random part is a decimal number drawn once per I/O thread, as vLLM
+// 0.33.0's tier does (tests/clients/ traced it): one thread reuses it for
+// every block it stores.
 inline bool vllm_store(const std::string& dest, const char* buf, size_t size, bool direct) {
   if (::access(dest.c_str(), F_OK) == 0) return false;
   mkdir_p(parent_of(dest));
-  char suffix[32];
-  std::snprintf(suffix, sizeof(suffix), "_%08x.tmp", static_cast<unsigned>(rand64()));
+  thread_local const std::string suffix = "_" + std::to_string(rand64() >> 1) + ".tmp";
   const std::string tmp = dest + suffix;
   const int fd =
       ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_TRUNC | (direct ? O_DIRECT : 0), 0644);
@@ -312,9 +314,7 @@ inline void check_content(const char* buf, const char* base, size_t size, const 
 // vLLM's startup O_DIRECT probe: 4096 B written with O_DIRECT to
 // <base>/.o_direct_probe_<random>.tmp, then unlinked. False: buffered I/O.
 inline bool vllm_probe_o_direct(const std::string& base) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "/.o_direct_probe_%08x.tmp", static_cast<unsigned>(rand64()));
-  const std::string p = base + name;
+  const std::string p = base + "/.o_direct_probe_" + std::to_string(rand64() >> 1) + ".tmp";
   const int fd = ::open(p.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_DIRECT, 0644);
   if (fd < 0) return false;
   AlignedBuf b(kPage);

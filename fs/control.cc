@@ -322,8 +322,51 @@ json evict(BlockStore& st, const json& req) {
       return Status::NotFound("no such file or directory: '" + p + "'");
     return r;
   };
+  const std::string path = req.value("path", "");
+  if (mode == "prefix" && !path.empty() && !req.value("dir_only", false) &&
+      !ino_of(path).ok()) {
+    // Not an existing path: a prefix of names, as users type it (`--prefix
+    // model_r0` for vLLM's <model>_<hash>_r<rank>/ directories): every file
+    // whose name in that directory starts with it, a directory's whole
+    // subtree when its name does. A path that exists keeps meaning exactly
+    // that subtree (`--prefix sub` never takes `subway`).
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
+    const std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
+    auto parent = ino_of(dir);
+    if (!parent.ok()) return error(parent.status());
+    std::vector<std::pair<uint64_t, bool>> matches;  // ino, is a directory
+    Status ls =
+        st.readdir(*parent, 0, [&](std::string_view name, uint64_t ino, uint32_t mode, uint64_t) {
+          if (name != "." && name != ".." && name.substr(0, stem.size()) == stem)
+            matches.push_back({ino, mode == S_IFDIR});
+          return true;
+        });
+    if (!ls.ok())
+      return error(ls.code() == Status::Code::kNotDir
+                       ? Status::NotDir("'" + dir + "' is not a directory")
+                       : ls);
+    if (matches.empty())
+      return error(Status::NotFound("no file or directory name in '" +
+                                    (dir.empty() ? std::string("/") : dir) + "' starts with '" +
+                                    stem + "'"));
+    uint64_t files = 0, bytes = 0, skipped = 0;
+    for (const auto& [ino, is_dir] : matches) {
+      r.kind = is_dir ? EvictRequest::Kind::kPrefix : EvictRequest::Kind::kPath;
+      r.ino = ino;
+      auto res = st.evict(r);
+      if (!res.ok()) {
+        if (res.status().code() == Status::Code::kNotFound) continue;  // gone meanwhile
+        return error(res.status());
+      }
+      files += res->files;
+      bytes += res->bytes;
+      skipped += res->skipped;
+    }
+    return json{{"files", files}, {"bytes", bytes}, {"skipped", skipped}, {"dry_run", r.dry_run}};
+  }
   if (mode == "path" || mode == "prefix") {
-    auto ino = ino_of(req.value("path", ""));
+    auto ino = ino_of(path);
     if (!ino.ok()) return error(ino.status());
     r.kind = mode == "path" ? EvictRequest::Kind::kPath : EvictRequest::Kind::kPrefix;
     r.ino = *ino;

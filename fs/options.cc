@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fs/options.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -51,6 +53,23 @@ Status apply_option(const std::string& opt, ParsedArgs* a) {
   }
   if (ignored(key)) return Status::OK();
   return Status::Invalid("unknown mount option '" + key + "' (see kvfs --help)");
+}
+
+// The absolute, resolved mount point. A dead FUSE mount there (its daemon
+// killed) fails realpath with ENOTCONN: its parent is resolved instead, so
+// that the path matches /proc/self/mountinfo and the mount can be cleared.
+std::string resolve_mountpoint(const std::string& p) {
+  char buf[PATH_MAX];
+  if (realpath(p.c_str(), buf)) return buf;
+  if (errno != ENOTCONN && errno != ECONNABORTED) return p;
+  std::string dir = p, base = p;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  base = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
+  if (base.empty() || base == "." || base == ".." || !realpath(dir.c_str(), buf)) return p;
+  const std::string parent = buf;
+  return (parent == "/" ? "" : parent) + "/" + base;
 }
 
 }  // namespace
@@ -118,7 +137,7 @@ Result<ParsedArgs> parse_args(int argc, char** argv) {
     return Status::Invalid("expected BACKING_DIR and MOUNTPOINT (see kvfs --help)");
   char buf[PATH_MAX];
   a.store.backing_dir = realpath(pos[0].c_str(), buf) ? buf : pos[0];
-  a.fs.mountpoint = realpath(pos[1].c_str(), buf) ? buf : pos[1];
+  a.fs.mountpoint = resolve_mountpoint(pos[1]);
   if (!a.store.node_id.empty() && !a.negative_timeout_given)
     a.fs.negative_timeout = std::min(a.fs.negative_timeout, 0.2);
 

@@ -103,6 +103,8 @@ KvfsMount::KvfsMount() {
 
 KvfsMount::~KvfsMount() {
   if (mounted()) unmount();
+  // A dead mount left by kill9_keep_mount() and not cleared by the test.
+  if (is_mounted(mnt_)) (void)run_command({"umount", "-l", mnt_});
   // A failed test shows what the daemon logged (all its mounts in this tree);
   // KVFS_TEST_SHOW_LOG=1 shows it for passing tests too.
   if (::testing::Test::HasFailure() || std::getenv("KVFS_TEST_SHOW_LOG")) {
@@ -195,6 +197,23 @@ void KvfsMount::kill9() {
   g_pids.erase(pid_);
   g_mounts.erase(mnt_);
   pid_ = -1;
+}
+
+void KvfsMount::kill9_keep_mount() {
+  if (!mounted()) return;
+  ::kill(pid_, SIGKILL);
+  EXPECT_TRUE(wait_exit(pid_, 30000));
+  std::lock_guard l(g_mu);
+  g_pids.erase(pid_);  // g_mounts keeps mnt_ for the watchdog
+  pid_ = -1;
+}
+
+void KvfsMount::adopt() {
+  std::ifstream lock(layout::shared_lock_path(backing_));
+  lock >> pid_;
+  std::lock_guard l(g_mu);
+  g_pids.insert(pid_);
+  g_mounts.insert(mnt_);
 }
 
 bool is_mounted(const std::string& path) {

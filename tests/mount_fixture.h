@@ -47,6 +47,13 @@ class KvfsMount {
   void unmount();
   // kill -9 the daemon and detach its dead mount.
   void kill9();
+  // kill -9 the daemon and wait for it to be gone, leaving its dead mount
+  // (ENOTCONN) on mnt() as a crash does; the watchdog and the destructor
+  // still detach it if the test does not.
+  void kill9_keep_mount();
+  // After a kvfs that the test started by hand over this instance's dirs
+  // mounted: adopt its daemon (read from the lock) as this instance's.
+  void adopt();
   // After the test unmounted by itself (fusermount3 -u, without waiting):
   // forgets the daemon, which may still be flushing, and returns its pid.
   pid_t forget_unmounted();

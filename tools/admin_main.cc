@@ -66,7 +66,9 @@ int run(int argc, char** argv) {
   evict->add_option("MOUNT", eo.mount, "kvfs mount point")->required();
   auto* mode = evict->add_option_group("mode", "what to evict (exactly one)");
   mode->add_option("--path", eo.path, "one file (absolute, or relative to MOUNT)");
-  mode->add_option("--prefix", eo.prefix, "every file under a directory");
+  mode->add_option("--prefix", eo.prefix,
+                   "a directory's subtree, or (no such path) every name in its "
+                   "directory that starts with it; DIR/ is the directory only");
   mode->add_flag("--all", eo.all, "every file");
   mode->add_option("--to-size", eo.to_size, "least recently used files until SIZE is left")
       ->type_name("SIZE");

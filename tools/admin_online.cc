@@ -99,6 +99,9 @@ int cmd_evict(const EvictOpts& o) {
   } else if (!o.prefix.empty()) {
     req["mode"] = "prefix";
     req["path"] = m.relative(o.prefix);
+    // "DIR/" means that directory only; without the slash it is a prefix of
+    // names (model_r1 also takes model_r10).
+    req["dir_only"] = o.prefix.back() == '/';
   } else if (o.all) {
     req["mode"] = "all";
   } else if (!o.to_size.empty()) {

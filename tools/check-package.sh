@@ -55,7 +55,7 @@ for f in ./usr/sbin/kvfs ./usr/sbin/kvfs-admin \
   ./usr/share/doc/kvfs/copyright ./usr/share/doc/kvfs/changelog.Debian.gz \
   ./usr/share/doc/kvfs/examples/fstab.example ./usr/share/doc/kvfs/examples/mnt-kvcache.mount \
   ./usr/share/doc/kvfs/examples/kvfs.default ./usr/share/doc/kvfs/README.md \
-  ./lib/systemd/system/kvfs.service; do
+  ./lib/systemd/system/kvfs.service ./sbin/umount.fuse.kvfs ./sbin/umount.fuse; do
   grep -qx "$f" <<<"$contents" || fail "$f is not in the package"
 done
 if grep -q '^\./usr/local' <<<"$contents"; then fail "files under /usr/local"; fi

@@ -19,8 +19,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-KVFS_BIN = os.environ.get("KVFS_BIN", str(REPO / "build" / "fs" / "kvfs"))
-KVFS_ADMIN_BIN = os.environ.get("KVFS_ADMIN_BIN", str(REPO / "build" / "tools" / "kvfs-admin"))
+# tools/run-tests.sh builds in build-test/ and names the binaries; by hand the
+# newest of build-test/ and build/ is used.
+_BUILD = max((REPO / d for d in ("build-test", "build")),
+             key=lambda d: (d / "fs" / "kvfs").stat().st_mtime if (d / "fs" / "kvfs").exists() else 0)
+KVFS_BIN = os.environ.get("KVFS_BIN", str(_BUILD / "fs" / "kvfs"))
+KVFS_ADMIN_BIN = os.environ.get("KVFS_ADMIN_BIN", str(_BUILD / "tools" / "kvfs-admin"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
