@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/option_table.h"
@@ -15,6 +16,18 @@ namespace kvfs {
 uint64_t machine_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+uint64_t available_memory() {
+  FILE* f = std::fopen("/proc/meminfo", "re");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof(line), f))
+    found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  std::fclose(f);
+  return found ? uint64_t(kib) << 10 : 0;
 }
 
 bool on_network_fs(const std::string& dir) {

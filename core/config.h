@@ -126,6 +126,7 @@ struct StoreConfig {
 };
 
 uint64_t machine_memory();  // physical memory in bytes (0 if unknown)
+uint64_t available_memory();  // MemAvailable of /proc/meminfo in bytes (0 if unknown)
 
 // Whether dir is on a filesystem whose requests cross a network (NFS, SMB,
 // Ceph, Lustre, GPFS, 9p, FUSE, ...), by statfs's f_type; false if unknown.

@@ -36,7 +36,7 @@ uint64_t live_bytes_locked(const Inode& in) {
 
 }  // namespace
 
-Evictor::Evictor(const Parts& parts) : p_(parts) {
+Evictor::Evictor(const Parts& parts) : p_(parts), started_ns_(parts.clock->now_ns()) {
   grace_ns_ = static_cast<int64_t>(p_.cfg->evict_grace_s * kSec);
 }
 
@@ -239,7 +239,14 @@ uint64_t Evictor::housekeeping(int64_t now) {
   const int64_t age = int64_t(p_.cfg->tmp_max_age_s * kSec);
   std::vector<InodeRef> v;
   for (auto& c : candidates([&](Inode& in) {
-         return in.open_count == 0 && now - in.mtime_ns >= age &&
+         if (in.open_count != 0) return false;
+         // Last changed before this daemon started: its writer's handle died
+         // with the previous one (a crash, or an unmount before the rename),
+         // so nobody can finish it, whatever its age. vLLM keeps one tmp name
+         // per I/O thread and creates it O_EXCL: a tmp a crash left would
+         // refuse that thread's stores of the block until tmp_max_age.
+         if (in.ctime_ns < started_ns_) return true;
+         return now - in.mtime_ns >= age &&
                 now - in.last_access_ns.load(std::memory_order_relaxed) >= age;
        })) {
     std::shared_lock ns(p_.ns->mu());

@@ -182,6 +182,7 @@ class Evictor {
   std::mutex pass_mu_;  // one pass at a time
   std::thread thread_;
   int64_t last_housekeeping_ = 0;  // run() thread only
+  const int64_t started_ns_;       // files changed before it are a previous daemon's
 
   struct LogTally {
     std::atomic<uint64_t> files{0}, bytes{0};

@@ -67,7 +67,7 @@ const std::vector<StoreOption> kStoreOptions = {
      [](StoreConfig& c) -> FieldRef { return &c.direct_io; }},
     {{"node_id", OptType::kName, nullptr, 0, 0, false,
       "this node's name in a backing dir shared by nodes (one per kvfs)",
-      "none: owns the dir alone"},
+      "none: owns the dir alone, its segments named after the host"},
      [](StoreConfig& c) -> FieldRef { return &c.node_id; }},
     {{"peer_poll", OptType::kSeconds, "0.2", 0.05, 60, false,
       "with node_id: how often the other nodes' segment logs are read for their new files"},

@@ -246,6 +246,15 @@ int serve(ParsedArgs& pa, bool background) {
         format_size((*store)->capacity()), format_size(c.segment_size), c.index_dir,
         (*store)->node_id(), pa.fs.threads, c.flush_threads, (*store)->evict_grace(),
         (*store)->io_timeout());
+    // ram_size above the machine's memory is refused (StoreConfig::validate);
+    // above what is free now it is allowed (the tier fills as files are
+    // written, and other processes may leave), but said once, at mount:
+    // dirty files held by a daemon the OOM killer picks are lost.
+    if (const uint64_t avail = available_memory(); avail && c.ram_size > avail)
+      spdlog::warn("ram_size {} is more than the {} of memory available now (MemAvailable): "
+                   "if the RAM tier fills, the kernel may kill kvfs and its unflushed files "
+                   "are lost",
+                   format_size(c.ram_size), format_size(avail));
   }
   Notifier notifier(se);
   notifier.start();

@@ -96,6 +96,28 @@ else
   say "note: this dpkg excludes /usr/share/man (path-exclude): man pages checked in the .deb only"
 fi
 
+# umount(8) through the installed helper: it returns only once the daemon
+# has written every dirty file and exited; the bytes are then in the backing
+# dir (read back after a remount).
+say "umount waits for the flush (/sbin/umount.fuse.kvfs)"
+t=$(mktemp -d /tmp/kvfs-pkgcheck.XXXXXX)
+mkdir -p "$t/b" "$t/m"
+kopts="index_dir=$t/i,ram_size=1G,ram_prefault=0,log_file=$t/log"
+/usr/sbin/kvfs "$t/b" "$t/m" -o "$kopts" || fail "kvfs did not mount"
+head -c 384M /dev/urandom >"$t/m/blob" || { umount -l "$t/m"; fail "write to the mount"; }
+want=$(sha256sum <"$t/m/blob")
+pid=$(head -1 "$t/b/kvfs.lock")
+u0=$(date +%s.%N)
+umount "$t/m" || fail "umount exits $?"
+u1=$(date +%s.%N)
+if kill -0 "$pid" 2>/dev/null; then fail "umount returned while the daemon (pid $pid) still ran"; fi
+say "umount took $(awk -v a="$u0" -v b="$u1" 'BEGIN {printf "%.2f", b - a}') s and the daemon had exited"
+/usr/sbin/kvfs "$t/b" "$t/m" -o "$kopts" || fail "kvfs did not mount again"
+got=$(sha256sum <"$t/m/blob")
+umount "$t/m"
+[[ $got == "$want" ]] || fail "the file read back after umount and mount differs"
+rm -rf "$t"
+
 say "dpkg --purge"
 dpkg --purge kvfs
 trap - EXIT
