@@ -169,6 +169,7 @@ Status BlockStore::set_capacity(uint64_t bytes) {
   StoreConfig c = live_config();
   c.capacity = bytes;
   KVFS_RETURN_IF_ERROR(c.validate());
+  evictor_->log_held(true);  // what went under the old cap is said before the new one
   budget_->set_capacity(bytes);
   budget_->clear_no_space();
   ram_->set_flush_error(Status::OK());

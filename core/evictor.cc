@@ -70,11 +70,19 @@ void Evictor::start() {
 void Evictor::stop() {
   p_.budget->stop();
   if (thread_.joinable()) thread_.join();
+  log_held(true);
+}
+
+void Evictor::log_held(bool now) {
   static const char* const kWhy[] = {"over the capacity", "", "orphaned tmp files",
                                      "in a reclaimed segment"};
-  for (int r = 0; r < 4; ++r)  // what the rate limit held back
-    if (uint64_t f = tally_[r].files.exchange(0))
-      spdlog::info("evicted {} files ({} bytes) {}", f, tally_[r].bytes.exchange(0), kWhy[r]);
+  for (int r = 0; r < 4; ++r) {  // what the rate limit held back
+    LogTally& t = tally_[r];
+    uint64_t held = 0;
+    if (t.files.load() == 0 || !(now || t.limiter.allow(&held))) continue;
+    if (uint64_t f = t.files.exchange(0))
+      spdlog::info("evicted {} files ({} bytes) {}", f, t.bytes.exchange(0), kWhy[r]);
+  }
 }
 
 double Evictor::grace_s() const {
@@ -220,7 +228,13 @@ void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
     // A directory made or walked moments ago may be about to receive a file
     // (mkdir -p, then create): only idle ones go. (Its mtime is no guide: the
     // eviction that emptied it just set it.)
-    if (!d || now - d->last_access_ns.load() < protect) continue;
+    if (!d) continue;
+    if (now - d->last_access_ns.load() < protect) {
+      // Tried again by later passes once idle: no further eviction may come
+      // to this directory, and clean_empty_dirs promises it goes.
+      if (later_dirs_.size() < kMaxLaterDirs) later_dirs_.push_back(ino);
+      continue;
+    }
     auto parent = p_.ns->remove_empty_dir(d);
     if (!parent.ok()) continue;
     dirs_removed_.fetch_add(1);
@@ -277,6 +291,14 @@ void Evictor::pass(bool backing_full) {
     last_housekeeping_ = now;
     housekeeping(now);
   }
+  if (!later_dirs_.empty() && p_.cfg->clean_empty_dirs) {
+    std::vector<uint64_t> dirs;
+    dirs.swap(later_dirs_);
+    remove_empty_dirs(std::move(dirs), now);
+  }
+  // What the rate limit held back is said within its interval, not only by
+  // the next eviction (or at unmount, when none comes).
+  log_held(false);
   SegmentStore& segs = *p_.segs;
   // Retired segments past their grace; all of them when the disk is full.
   segs_deleted_ += segs.delete_retired(now, backing_full ? UINT64_MAX : 0);

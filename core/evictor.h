@@ -137,6 +137,9 @@ class Evictor {
   Result<EvictResult> evict(const EvictRequest& r);
   // Runs the housekeeping pass now; returns how many files it removed.
   uint64_t housekeep_now();
+  // Logs the evictions the log's rate limit held back: all of them now (a
+  // capacity change, unmount), else those whose interval has passed.
+  void log_held(bool now);
   // Runs one capacity pass (evict, reclaim) on the caller's thread.
   void pass_now() { pass(false); }
 
@@ -182,6 +185,9 @@ class Evictor {
   std::mutex pass_mu_;  // one pass at a time
   std::thread thread_;
   int64_t last_housekeeping_ = 0;  // run() thread only
+  // Emptied directories used too recently to go yet; guarded by pass_mu_.
+  static constexpr size_t kMaxLaterDirs = 1 << 16;
+  std::vector<uint64_t> later_dirs_;
   const int64_t started_ns_;       // files changed before it are a previous daemon's
 
   struct LogTally {

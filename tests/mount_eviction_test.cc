@@ -21,6 +21,7 @@
 #include "core/control_client.h"
 #include "core/disk_layout.h"
 #include "tests/mount_fixture.h"
+#include "tests/reliability_util.h"
 
 namespace kvfs::test {
 namespace {
@@ -316,6 +317,57 @@ TEST(MountEviction, OrphanTmpFilesAndEmptiedDirsAreCleanedUp) {
   EXPECT_EQ(::access(m.path("keep.bin").c_str(), F_OK), 0);
   EXPECT_EQ(::access(m.path("inflight.tmp").c_str(), F_OK), 0) << "open tmp files are in use";
   ::close(open_tmp);
+}
+
+// The parents of an evicted file were walked moments ago (the eviction
+// itself, a client's mkdir -p): they stay for the grace, and a later pass
+// removes them once idle although no eviction touches them again (the issue
+// saw an emptied 020/ left behind with clean_empty_dirs=1).
+TEST(MountEviction, EmptiedDirsUsedMomentsAgoGoOnceIdle) {
+  KvfsMount m;
+  // A grace of 2 s: the eviction (--force) finds 020/ and ab_g0/ just used.
+  ASSERT_TRUE(m.mount_ok("evict_grace=2," + kNoCache));
+  ASSERT_TRUE(fs::create_directories(m.path("020/ab_g0")));
+  ASSERT_TRUE(write_file(m.path("020/ab_g0/f.bin"), "block"));
+  ASSERT_TRUE(fs::create_directories(m.path("keep")));
+  ASSERT_TRUE(write_file(m.path("keep/k.bin"), "kept"));
+  RunResult f = run_admin({"flush", m.mnt(), "--wait"});
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  RunResult e = run_admin({"evict", m.mnt(), "--path", "020/ab_g0/f.bin", "--force"});
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  // Watched through the stats: a lookup of 020/ would make it used again.
+  auto removed = [&] {
+    auto j = nlohmann::json::parse(control(m, R"({"cmd":"stats"})"), nullptr, false);
+    return j.is_discarded() ? 0 : j["evictions"].value("dirs_removed", 0);
+  };
+  EXPECT_TRUE(eventually([&] { return removed() >= 2; }, 20)) << "dirs removed: " << removed();
+  EXPECT_FALSE(fs::exists(m.path("020"))) << "the emptied 020/ is still there";
+  EXPECT_TRUE(fs::exists(m.path("keep/k.bin")));
+}
+
+// A tmp file that a previous daemon left (a crash or an unmount between a
+// client's close and its rename) has no handle left anywhere: it goes at the
+// mount, whatever tmp_max_age. vLLM creates its per-thread tmp name O_EXCL,
+// so such a file refused that thread's stores of the block for an hour.
+TEST(MountEviction, TmpFilesAPreviousDaemonLeftGoAtMount) {
+  KvfsMount m;
+  ASSERT_TRUE(m.mount_ok(kNoCache));
+  ASSERT_TRUE(fs::create_directories(m.path("326/e9_g0")));
+  const std::string tmp = m.path("326/e9_g0/326e9.bin_6429815761575340035.tmp");
+  ASSERT_TRUE(write_file(tmp, "flushed, never renamed"));
+  ASSERT_TRUE(write_file(m.path("326/e9_g0/done.bin"), "block"));
+  m.unmount();
+  ASSERT_TRUE(m.mount_ok(kNoCache));
+  // A tmp of this daemon's, closed and not yet renamed, is not an orphan yet.
+  const std::string fresh = m.path("326/e9_g0/other.bin_1.tmp");
+  ASSERT_TRUE(write_file(fresh, "in progress"));
+  EXPECT_TRUE(eventually([&] { return !fs::exists(tmp); }, 10)) << tmp << " is still there";
+  const int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  EXPECT_GE(fd, 0) << "vLLM's O_EXCL create of its tmp name: " << std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  (void)control(m, R"({"cmd":"housekeep"})");
+  EXPECT_TRUE(fs::exists(fresh));
+  EXPECT_TRUE(fs::exists(m.path("326/e9_g0/done.bin")));
 }
 
 }  // namespace

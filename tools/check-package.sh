@@ -96,6 +96,10 @@ else
   say "note: this dpkg excludes /usr/share/man (path-exclude): man pages checked in the .deb only"
 fi
 
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze verify --man=no /lib/systemd/system/kvfs.service || fail "kvfs.service does not verify"
+fi
+
 # umount(8) through the installed helper: it returns only once the daemon
 # has written every dirty file and exited; the bytes are then in the backing
 # dir (read back after a remount).
