@@ -39,8 +39,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("lmcache")
-torch = pytest.importorskip("torch")
+import lmcache  # noqa: F401
+import torch
 
 LMCACHE_BIN = shutil.which("lmcache", path=str(Path(sys.executable).parent)) or shutil.which(
     "lmcache")

@@ -50,8 +50,8 @@ os.environ.setdefault("NIXL_LOG_LEVEL", "INFO")
 _LOG_INFO = (not _NIXL_PRELOADED
              and os.environ["NIXL_LOG_LEVEL"].upper() in ("INFO", "DEBUG", "TRACE"))
 
-np = pytest.importorskip("numpy")
-nixl_api = pytest.importorskip("nixl._api")
+import numpy as np
+import nixl._api as nixl_api
 
 MiB = 1 << 20
 OBJ_SIZE = 36 * MiB

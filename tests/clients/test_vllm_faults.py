@@ -49,9 +49,9 @@ import pytest
 
 from conftest import is_mounted, wait_pid_exit
 
-torch = pytest.importorskip("torch")
-fs_manager = pytest.importorskip("vllm.v1.kv_offload.tiering.fs.manager")
-fs_io = pytest.importorskip("vllm.v1.kv_offload.tiering.fs.io")
+import torch
+import vllm.v1.kv_offload.tiering.fs.manager as fs_manager
+import vllm.v1.kv_offload.tiering.fs.io as fs_io
 
 from vllm.v1.kv_offload.base import (  # noqa: E402
     OffloadingKVEventsConfig,
@@ -253,7 +253,7 @@ def io_path(request, monkeypatch):
     """vLLM's block I/O through fs_io_C, or its pure-Python fallback."""
     if request.param == "c":
         if not fs_io._HAS_FSIO_C:
-            pytest.skip("vllm.fs_io_C is not built")
+            pytest.fail("vllm.fs_io_C did not load: the pinned vllm ships it")
         monkeypatch.setattr(fs_io, "_HAS_FSIO_C", True)
     else:
         monkeypatch.setattr(fs_io, "_HAS_FSIO_C", False)
@@ -502,7 +502,7 @@ def stalling_backing(kvfs, tmp_path):
     """A bindfs passthrough to use as a kvfs backing dir. Teardown: SIGCONT,
     then every kvfs daemon unmounted (they flush into it), then bindfs goes."""
     if subprocess.run(["which", "bindfs"], capture_output=True).returncode != 0:
-        pytest.skip("bindfs is not installed")
+        pytest.fail("bindfs is not installed (tools/install-deps.sh --test)")
     b = Bindfs(tmp_path / "real", tmp_path / "stalling")
     yield b
     b.resume()
