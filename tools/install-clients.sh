@@ -8,8 +8,8 @@
 #   tools/install-clients.sh [VENV]
 #
 # VENV defaults to $KVFS_CLIENTS_VENV, else ~/.cache/kvfs/clients. About
-# 4.5 GB is downloaded from PyPI (torch 2.14 with its CUDA 13 libraries, which
-# run on the CPU too, vllm, lmcache, nixl) and 10 GB installed; 4-5 minutes on
+# 4.2 GB is downloaded from PyPI (torch 2.14 with its CUDA 13 libraries, which
+# run on the CPU too, vllm, lmcache, nixl) and 11 GB installed; 3.6 minutes on
 # a fresh 2-CPU machine. A venv already holding this lock file is kept as it
 # is (a stamp file records the lock's hash), so a second run takes a second.
 set -euo pipefail
