@@ -188,7 +188,7 @@ class Evictor {
   // Emptied directories used too recently to go yet; guarded by pass_mu_.
   static constexpr size_t kMaxLaterDirs = 1 << 16;
   std::vector<uint64_t> later_dirs_;
-  const int64_t started_ns_;       // files changed before it are a previous daemon's
+  const int64_t started_ns_;  // files changed before it are a previous daemon's
 
   struct LogTally {
     std::atomic<uint64_t> files{0}, bytes{0};

@@ -323,8 +323,7 @@ json evict(BlockStore& st, const json& req) {
     return r;
   };
   const std::string path = req.value("path", "");
-  if (mode == "prefix" && !path.empty() && !req.value("dir_only", false) &&
-      !ino_of(path).ok()) {
+  if (mode == "prefix" && !path.empty() && !req.value("dir_only", false) && !ino_of(path).ok()) {
     // Not an existing path: a prefix of names, as users type it (`--prefix
     // model_r0` for vLLM's <model>_<hash>_r<rank>/ directories): every file
     // whose name in that directory starts with it, a directory's whole

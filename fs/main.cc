@@ -8,19 +8,12 @@
 //
 // Exit status: 0 mounted (or clean exit in the foreground), 1 bad usage or
 // options, 2 the backing dir or index cannot be used, 3 the mount failed.
-#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
-#include <poll.h>
-#include <spawn.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
-#include <sys/file.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -40,12 +33,11 @@
 #include "core/disk_layout.h"
 #include "core/log.h"
 #include "core/mounts.h"
+#include "fs/dead_mount.h"
 #include "fs/fuse_ops.h"
 #include "fs/metrics_server.h"
 #include "fs/notifier.h"
 #include "fs/options.h"
-
-extern char** environ;
 
 using namespace kvfs;
 
@@ -251,10 +243,11 @@ int serve(ParsedArgs& pa, bool background) {
     // written, and other processes may leave), but said once, at mount:
     // dirty files held by a daemon the OOM killer picks are lost.
     if (const uint64_t avail = available_memory(); avail && c.ram_size > avail)
-      spdlog::warn("ram_size {} is more than the {} of memory available now (MemAvailable): "
-                   "if the RAM tier fills, the kernel may kill kvfs and its unflushed files "
-                   "are lost",
-                   format_size(c.ram_size), format_size(avail));
+      spdlog::warn(
+          "ram_size {} is more than the {} of memory available now (MemAvailable): "
+          "if the RAM tier fills, the kernel may kill kvfs and its unflushed files "
+          "are lost",
+          format_size(c.ram_size), format_size(avail));
   }
   Notifier notifier(se);
   notifier.start();
@@ -324,162 +317,6 @@ int serve(ParsedArgs& pa, bool background) {
   return clean && cs.ok() ? 0 : kExitStore;
 }
 
-// Runs argv (looked up in PATH), its output going to ours; its exit status
-// or -1.
-int run_quietly(const std::vector<std::string>& argv) {
-  std::vector<char*> av;
-  for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawnp(&pid, av[0], nullptr, nullptr, av.data(), environ) != 0) return -1;
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-bool conn_dead_errno(int e) {
-  return e == ENOTCONN || e == ECONNABORTED;
-}
-
-// A FUSE mount whose daemon is gone answers ENOTCONN. stat may be served
-// from the kernel's attribute cache for a while; opening always asks the
-// daemon, so it is tried too, where a hung daemon cannot block us (`probe_open`
-// only once no daemon holds the backing dir).
-bool mount_dead(const std::string& mnt, bool probe_open) {
-  struct stat st;
-  if (::stat(mnt.c_str(), &st) != 0) return conn_dead_errno(errno);
-  if (!probe_open) return false;
-  const int fd = ::open(mnt.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::close(fd);
-    return false;
-  }
-  return conn_dead_errno(errno);
-}
-
-// The process is on its way out: a zombie, or a SIGKILL pending (the
-// moments right after `kill -9`, while the kernel tears it down).
-bool dying(pid_t pid) {
-  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
-  if (!f) return true;
-  char line[256];
-  bool d = false;
-  while (!d && std::fgets(line, sizeof(line), f)) {
-    if (std::strncmp(line, "State:", 6) == 0) d = std::strpbrk(line + 6, "ZX") != nullptr;
-    if (std::strncmp(line, "SigPnd:", 7) == 0 || std::strncmp(line, "ShdPnd:", 7) == 0)
-      d = (std::strtoull(line + 7, nullptr, 16) & (1ull << (SIGKILL - 1))) != 0;
-  }
-  std::fclose(f);
-  return d;
-}
-
-// Waits (pidfd, no polling loop) up to timeout_ms for pid to exit.
-bool wait_gone(pid_t pid, int timeout_ms) {
-  const int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pfd < 0) return errno == ESRCH;
-  pollfd p{pfd, POLLIN, 0};
-  const int r = ::poll(&p, 1, timeout_ms);
-  ::close(pfd);
-  return r == 1;
-}
-
-// The daemon that served `mnt` over `backing` per the lock files there
-// (kvfs.lock, or a node's kvfs.<node>.lock): its pid ("" unknown) and
-// whether it still lives and holds its lock.
-struct LockOwner {
-  std::string pid;
-  bool alive = false;
-};
-
-LockOwner lock_owner(const std::string& backing, const std::string& mnt) {
-  LockOwner o;
-  DIR* d = ::opendir(backing.c_str());
-  if (!d) return o;
-  const std::string host = host_name();
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n.rfind("kvfs.", 0) != 0 || n.size() < 9 || n.compare(n.size() - 5, 5, ".lock") != 0)
-      continue;
-    const std::string p = backing + "/" + n;
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char b[4096];
-    const ssize_t got = ::pread(fd, b, sizeof(b), 0);
-    const layout::LockHolder h =
-        layout::parse_lock_holder(std::string_view(b, got > 0 ? size_t(got) : 0));
-    if (h.mount != mnt || (!h.host.empty() && h.host != host) || h.pid.empty()) {
-      ::close(fd);
-      continue;
-    }
-    o.pid = h.pid;
-    // Held and its pid there: alive (or stuck in the kernel, which is the same
-    // as alive for us: it still owns the dir). A free lock or a gone pid:
-    // the daemon died (a reused pid does not hold the lock).
-    const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(fd);
-    o.alive = held && ::kill(std::atoi(h.pid.c_str()), 0) == 0;
-    if (o.alive) break;
-  }
-  ::closedir(d);
-  return o;
-}
-
-// A dead mount on `mnt` (the daemon killed, say): one of this backing dir is
-// cleared (lazily unmounted) so that kvfs, mount(8) and systemd can mount
-// again; any other is left, and the message names the command that clears
-// it. Returns the exit status, or 0 to go on (a live mount is check_paths'
-// to refuse).
-int clear_dead_mount(const std::string& backing, const std::string& mnt) {
-  auto refuse = [](const std::string& m) {
-    std::fprintf(stderr, "kvfs: %s\n", m.c_str());
-    return kExitMount;
-  };
-  const std::string clear_cmd = ::geteuid() == 0 ? "umount -l " + mnt : "fusermount3 -u -z " + mnt;
-  for (int round = 0; round < 8; ++round) {  // dead mounts may be stacked
-    const MountEntry* top = nullptr;
-    const std::vector<MountEntry> mounts = read_mounts();
-    for (const MountEntry& m : mounts)
-      if (m.target == mnt) top = &m;  // the last one is the one on top
-    if (!top) return 0;
-    const bool ours = top->fstype == "fuse.kvfs" && top->source == backing;
-    if (!ours) {
-      if (top->fstype.rfind("fuse", 0) == 0 && mount_dead(mnt, false))
-        return refuse(mnt + " holds a dead mount (" + top->fstype + " " + top->source +
-                      ": its daemon is gone), not one of " + backing + "; clear it with `" +
-                      clear_cmd + "`, then mount again");
-      return 0;
-    }
-    LockOwner owner = lock_owner(backing, mnt);
-    // `kill -9` and a mount right after it: give the kernel the moment it
-    // needs to finish the daemon off.
-    if (owner.alive && dying(std::atoi(owner.pid.c_str())) &&
-        wait_gone(std::atoi(owner.pid.c_str()), 10000))
-      owner = lock_owner(backing, mnt);
-    if (owner.alive) {
-      if (!mount_dead(mnt, false)) return 0;  // live: check_paths says so
-      return refuse("the kvfs at " + mnt + " over " + backing +
-                    " does not answer, but its daemon " + "pid " + owner.pid +
-                    " still holds the backing dir: wait for it to exit (or " + "`kill " +
-                    owner.pid + "`), then mount again");
-    }
-    if (!mount_dead(mnt, true)) return 0;
-    g_cleared = "the kvfs at " + mnt + " over " + backing + " died (its daemon pid " +
-                (owner.pid.empty() ? std::string("?") : owner.pid) +
-                " is gone); clearing its dead mount";
-    std::fprintf(stderr, "kvfs: %s\n", g_cleared.c_str());
-    if (::geteuid() == 0) {
-      if (::umount2(mnt.c_str(), MNT_DETACH) != 0 && errno != EINVAL)
-        return refuse("cannot unmount the dead mount at " + mnt + ": " + std::strerror(errno));
-    } else if (run_quietly({"fusermount3", "-u", "-z", mnt}) != 0) {
-      return refuse("cannot unmount the dead mount at " + mnt + " (fusermount3 -u -z " + mnt +
-                    " failed)");
-    }
-  }
-  return refuse(mnt + " still has mounts on it after clearing 8 dead ones; see `findmnt " + mnt +
-                "`");
-}
-
 // Paths kvfs must not use, refused before anything is touched: returns the
 // exit status, or 0. Both paths are absolute and resolved.
 int check_paths(const std::string& backing, const std::string& mnt) {
@@ -529,12 +366,12 @@ int main(int argc, char** argv) {
     std::printf("kvfs %s\n", KVFS_VERSION);
     return 0;
   }
-  if (int rc = clear_dead_mount(pa->store.backing_dir, pa->fs.mountpoint); rc != 0) return rc;
+  if (!clear_dead_mount(pa->store.backing_dir, pa->fs.mountpoint, &g_cleared)) return kExitMount;
   struct stat st;
   if (::stat(pa->fs.mountpoint.c_str(), &st) != 0) {
-    std::fprintf(stderr, "kvfs: mount point %s: %s\n", pa->fs.mountpoint.c_str(),
-                 std::strerror(errno));
-    return conn_dead_errno(errno) ? kExitMount : kExitUsage;
+    const int e = errno;
+    std::fprintf(stderr, "kvfs: mount point %s: %s\n", pa->fs.mountpoint.c_str(), std::strerror(e));
+    return e == ENOTCONN || e == ECONNABORTED ? kExitMount : kExitUsage;  // another's dead mount
   }
   if (!S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "kvfs: mount point %s is not a directory\n", pa->fs.mountpoint.c_str());
