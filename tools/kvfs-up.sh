@@ -81,7 +81,7 @@ wait_mounted() {
 
 if [[ -d /run/systemd/system ]]; then
   # fstab lines of an earlier setup would mount the same dir twice.
-  if grep -qE "^[^#]*[[:space:]]$MNT[[:space:]]+fuse\.kvfs" /etc/fstab 2>/dev/null; then
+  if grep -qE "^[^#]*[[:space:]]${MNT}[[:space:]]+fuse\.kvfs" /etc/fstab 2>/dev/null; then
     say "an /etc/fstab line mounts $MNT too: kvfs.service now does; comment it out"
   fi
   systemctl daemon-reload
@@ -94,7 +94,7 @@ else
   # init) mounts it, and a mount over a crashed kvfs clears the dead mount.
   line="$BACKING $MNT fuse.kvfs $OPTS,nofail 0 0"
   touch /etc/fstab
-  grep -vE "^[^#]*[[:space:]]$MNT[[:space:]]+fuse\.kvfs[[:space:]]" /etc/fstab >/etc/fstab.kvfs-new || true
+  grep -vE "^[^#]*[[:space:]]${MNT}[[:space:]]+fuse\.kvfs[[:space:]]" /etc/fstab >/etc/fstab.kvfs-new || true
   echo "$line" >>/etc/fstab.kvfs-new
   mv /etc/fstab.kvfs-new /etc/fstab
   say "/etc/fstab: $line"
