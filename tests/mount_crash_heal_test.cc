@@ -93,7 +93,7 @@ TEST(UmountHelper, ReturnsOnceTheDaemonHasFlushedAndExited) {
   const std::string admin_dir = std::filesystem::path(KVFS_ADMIN_BIN).parent_path().string();
   const std::string path_env = "PATH=" + admin_dir + ":" + std::getenv("PATH");
   RunResult r = run_command(
-      {"env", path_env, std::string(KVFS_SOURCE_DIR) + "/tools/umount.fuse.kvfs", m.mnt()});
+      {"env", path_env, std::string(KVFS_SOURCE_DIR) + "/tools/umount.fuse.kvfs", m.mnt(), "-v"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(KvfsMount::wait_exit(pid, 0)) << "the daemon was still running: " << r.output;
   EXPECT_NE(r.output.find("daemon pid " + std::to_string(pid) + " exited"), std::string::npos)
