@@ -28,22 +28,43 @@ std::string lock_node(const std::string& name) {
 }
 
 void probe_lock(const std::string& path, BackingNode* n) {
+  LockProbe p = probe_lock_file(path);
+  n->pid = std::move(p.pid), n->host = std::move(p.host), n->mount = std::move(p.mount);
+  n->running = p.held;
+}
+
+}  // namespace
+
+LockProbe probe_lock_file(const std::string& path) {
+  LockProbe p;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) return p;
   char b[4096];
   const ssize_t got = ::pread(fd, b, sizeof(b), 0);
   const layout::LockHolder h =
       layout::parse_lock_holder(std::string_view(b, got > 0 ? size_t(got) : 0));
-  n->pid = h.pid, n->host = h.host, n->mount = h.mount;
+  p.pid = h.pid, p.host = h.host, p.mount = h.mount;
   // Shared: it conflicts only with the holder's exclusive lock.
   if (::flock(fd, LOCK_SH | LOCK_NB) == 0)
     ::flock(fd, LOCK_UN);
   else
-    n->running = errno == EWOULDBLOCK;
+    p.held = errno == EWOULDBLOCK;
   ::close(fd);
+  return p;
 }
 
-}  // namespace
+std::vector<std::string> lock_files(const std::string& backing) {
+  std::vector<std::string> v;
+  if (::access(layout::shared_lock_path(backing).c_str(), F_OK) == 0)
+    v.push_back(layout::shared_lock_path(backing));
+  if (DIR* d = ::opendir(backing.c_str())) {
+    while (dirent* de = ::readdir(d))
+      if (std::string node = lock_node(de->d_name); !node.empty())
+        v.push_back(layout::lock_path(backing, node));
+    ::closedir(d);
+  }
+  return v;
+}
 
 Result<bool> backing_is_shared(const std::string& backing) {
   const std::string marker = layout::shared_marker_path(backing);

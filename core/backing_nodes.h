@@ -4,7 +4,8 @@
 // its daemon holds its lock now. Read-only: it opens lock files to probe
 // them (a shared flock, released at once) and never writes or deletes.
 //
-// What kvfs-admin nodes prints; the daemon asks only backing_is_shared().
+// What kvfs-admin nodes prints; the daemon asks backing_is_shared(), and at
+// start whether a dead mount's daemon still holds its lock (probe_lock_file).
 // Thread-safe (no state).
 #pragma once
 
@@ -24,6 +25,16 @@ struct BackingNode {
   // The lock file's last holder (pid, host, mount point; empty if none).
   std::string pid, host, mount;
 };
+
+// One lock file (kvfs.lock, or a node's kvfs.<node>.lock): its last holder
+// as written there, and whether a daemon holds it now (exclusively).
+struct LockProbe {
+  std::string pid, host, mount;  // empty if none
+  bool held = false;
+};
+LockProbe probe_lock_file(const std::string& path);
+// The lock files in the backing dir: kvfs.lock if there, then each node's.
+std::vector<std::string> lock_files(const std::string& backing);
 
 // Sorted by node name. In a dir owned by one kvfs without node_id (not
 // shared), its segments may carry several names (its host's over time);

@@ -125,7 +125,7 @@ struct StoreConfig {
   Status validate() const;
 };
 
-uint64_t machine_memory();  // physical memory in bytes (0 if unknown)
+uint64_t machine_memory();    // physical memory in bytes (0 if unknown)
 uint64_t available_memory();  // MemAvailable of /proc/meminfo in bytes (0 if unknown)
 
 // Whether dir is on a filesystem whose requests cross a network (NFS, SMB,

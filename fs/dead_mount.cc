@@ -2,12 +2,10 @@
 // Clearing the dead mount a killed kvfs left (see dead_mount.h).
 #include "fs/dead_mount.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "core/backing_nodes.h"
 #include "core/config.h"
-#include "core/disk_layout.h"
 #include "core/mounts.h"
 
 extern char** environ;
@@ -100,34 +98,17 @@ struct LockOwner {
 
 LockOwner lock_owner(const std::string& backing, const std::string& mnt) {
   LockOwner o;
-  DIR* d = ::opendir(backing.c_str());
-  if (!d) return o;
   const std::string host = host_name();
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n.rfind("kvfs.", 0) != 0 || n.size() < 9 || n.compare(n.size() - 5, 5, ".lock") != 0)
-      continue;
-    const std::string p = backing + "/" + n;
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char b[4096];
-    const ssize_t got = ::pread(fd, b, sizeof(b), 0);
-    const layout::LockHolder h =
-        layout::parse_lock_holder(std::string_view(b, got > 0 ? size_t(got) : 0));
-    if (h.mount != mnt || (!h.host.empty() && h.host != host) || h.pid.empty()) {
-      ::close(fd);
-      continue;
-    }
-    o.pid = h.pid;
+  for (const std::string& path : lock_files(backing)) {
+    const LockProbe p = probe_lock_file(path);
+    if (p.mount != mnt || (!p.host.empty() && p.host != host) || p.pid.empty()) continue;
+    o.pid = p.pid;
     // Held and its pid there: alive (or stuck in the kernel, which is the same
     // as alive for us: it still owns the dir). A free lock or a gone pid:
     // the daemon died (a reused pid does not hold the lock).
-    const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(fd);
-    o.alive = held && ::kill(std::atoi(h.pid.c_str()), 0) == 0;
+    o.alive = p.held && ::kill(std::atoi(p.pid.c_str()), 0) == 0;
     if (o.alive) break;
   }
-  ::closedir(d);
   return o;
 }
 
