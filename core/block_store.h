@@ -272,16 +272,15 @@ class BlockStore {
   void evict_pass_now();                            // one capacity pass on this thread
   Result<uint64_t> resolve(std::string_view path);  // path relative to the root
   // The settings as they are now: config() with the runtime ones (those
-  // `kvfs-admin config` may change) as last set. Each setter validates it
-  // with its change applied, so the rules are StoreConfig::validate()'s.
+  // the option table marks runtime, which `kvfs-admin config` may change)
+  // as last set.
   StoreConfig live_config() const;
-  Status set_capacity(uint64_t bytes);
-  Status set_ram_size(uint64_t bytes);
-  Status set_evict_grace(double seconds);
+  // The one runtime setter: `next` is live_config() with runtime options
+  // changed. It is validated as a whole (StoreConfig::validate()), then each
+  // changed option is handed to the part that owns it. Invalid, with nothing
+  // changed, when a mount-only option differs or `next` is not valid.
+  Status reconfigure(const StoreConfig& next);
   double evict_grace() const;
-  Status set_io_timeout(double seconds);
-  Status set_prefetch(uint64_t bytes);
-  Status set_segment_readahead(uint64_t bytes);
   double io_timeout() const;
   BackingIoStats backing_io_stats() const;
   uint64_t capacity() const;

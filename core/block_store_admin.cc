@@ -7,7 +7,9 @@
 #include "core/file_data.h"
 #include "core/flusher.h"
 #include "core/log.h"
+#include "core/option_table.h"
 #include "core/segment_store.h"
+#include "core/segment_windows.h"
 #include "core/space_budget.h"
 
 namespace kvfs {
@@ -163,63 +165,62 @@ StoreConfig BlockStore::live_config() const {
   return c;
 }
 
-Status BlockStore::set_capacity(uint64_t bytes) {
+Status BlockStore::reconfigure(const StoreConfig& next) {
+  // Each runtime option of the table (core/option_table.cc) and how its
+  // owner takes it; a runtime option missing here is refused, and
+  // option_table_test changes each one through this.
+  struct Apply {
+    const char* name;
+    void (*fn)(BlockStore&, const StoreConfig&);
+  };
+  static const Apply kApply[] = {
+      {"ram_size",
+       [](BlockStore& b, const StoreConfig& c) {
+         b.ram_->set_capacity(c.ram_size);
+         // Segment windows live in RAM: their cap follows it, as at mount.
+         b.windows_->set_max_bytes(SegmentWindows::max_bytes_for(c.prefetch_bytes, c.ram_size));
+       }},
+      {"capacity",
+       [](BlockStore& b, const StoreConfig& c) {
+         b.evictor_->log_held(true);  // what went under the old cap is said before the new one
+         b.budget_->set_capacity(c.capacity);
+         b.budget_->clear_no_space();
+         b.ram_->set_flush_error(Status::OK());
+         b.flusher_->retry_now();
+       }},
+      {"evict_grace",
+       [](BlockStore& b, const StoreConfig& c) { b.evictor_->set_grace_s(c.evict_grace_s); }},
+      {"io_timeout",
+       [](BlockStore& b, const StoreConfig& c) { b.io_->set_timeout(c.io_timeout_s); }},
+      {"prefetch",
+       [](BlockStore& b, const StoreConfig& c) {
+         b.prefetch_->set_budget(c.prefetch_bytes);
+         b.windows_->set_max_bytes(SegmentWindows::max_bytes_for(c.prefetch_bytes, c.ram_size));
+       }},
+      {"segment_readahead",
+       [](BlockStore& b, const StoreConfig& c) { b.windows_->set_readahead(c.segment_readahead); }},
+  };
+  StoreConfig live = live_config(), want = next;
   // 0 in a StoreConfig means "computed at mount", which validate() accepts.
-  if (bytes == 0) return Status::Invalid("capacity must be at least two segments");
-  StoreConfig c = live_config();
-  c.capacity = bytes;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  evictor_->log_held(true);  // what went under the old cap is said before the new one
-  budget_->set_capacity(bytes);
-  budget_->clear_no_space();
-  ram_->set_flush_error(Status::OK());
-  flusher_->retry_now();
-  spdlog::info("capacity set to {}", format_size(bytes));
-  return Status::OK();
-}
-
-Status BlockStore::set_ram_size(uint64_t bytes) {
-  StoreConfig c = live_config();
-  c.ram_size = bytes;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  ram_->set_capacity(bytes);
-  spdlog::info("ram_size set to {}", format_size(bytes));
-  return Status::OK();
-}
-
-Status BlockStore::set_evict_grace(double seconds) {
-  StoreConfig c = live_config();
-  c.evict_grace_s = seconds;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  evictor_->set_grace_s(seconds);
-  return Status::OK();
-}
-
-Status BlockStore::set_io_timeout(double seconds) {
-  StoreConfig c = live_config();
-  c.io_timeout_s = seconds;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  io_->set_timeout(seconds);
-  spdlog::info("io_timeout set to {} s", seconds);
-  return Status::OK();
-}
-
-Status BlockStore::set_prefetch(uint64_t bytes) {
-  StoreConfig c = live_config();
-  c.prefetch_bytes = bytes;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  prefetch_->set_budget(bytes);
-  windows_->set_max_bytes(SegmentWindows::max_bytes_for(bytes, c.ram_size));
-  spdlog::info("prefetch set to {}", format_size(bytes));
-  return Status::OK();
-}
-
-Status BlockStore::set_segment_readahead(uint64_t bytes) {
-  StoreConfig c = live_config();
-  c.segment_readahead = bytes;
-  KVFS_RETURN_IF_ERROR(c.validate());
-  windows_->set_readahead(bytes);
-  spdlog::info("segment_readahead set to {}", format_size(bytes));
+  if (want.capacity == 0) return Status::Invalid("capacity must be at least two segments");
+  std::vector<std::pair<const StoreOption*, const Apply*>> changed;
+  for (const StoreOption& o : store_options()) {
+    const std::string was = option_text(o.spec, o.field(live));
+    if (option_text(o.spec, o.field(want)) == was) continue;
+    if (!o.spec.runtime)
+      return Status::Invalid(std::string("'") + o.spec.name +
+                             "' is a mount option: it cannot change while mounted");
+    const Apply* a = nullptr;
+    for (const Apply& x : kApply)
+      if (std::string_view(x.name) == o.spec.name) a = &x;
+    if (!a) return Status::NotSupported(std::string("no runtime setter for '") + o.spec.name + "'");
+    changed.emplace_back(&o, a);
+  }
+  KVFS_RETURN_IF_ERROR(want.validate());
+  for (auto [o, a] : changed) {
+    a->fn(*this, want);
+    spdlog::info("{} set to {}", o->spec.name, option_text(o->spec, o->field(want)));
+  }
   return Status::OK();
 }
 

@@ -15,6 +15,7 @@
 #include "fs/option_table.h"
 #include "fs/options.h"
 #include "fs/prom_text.h"
+#include "fs/stats_schema.h"
 
 namespace kvfs {
 namespace {
@@ -53,146 +54,21 @@ json latency(const LatencyHistogram& h) {
               {"buckets", buckets}};
 }
 
-// The other nodes of a shared backing dir, as this node follows them.
-json peers_json(const StoreStats& s) {
-  json nodes = json::array();
-  for (const PeerNodeStats& n : s.peers.nodes)
-    nodes.push_back({{"node", n.node},
-                     {"segments", n.segments},
-                     {"segment_bytes", n.segment_bytes},
-                     {"files", n.files},
-                     {"bytes", n.bytes},
-                     {"read_bytes", n.read_bytes},
-                     {"behind_bytes", n.behind_bytes},
-                     {"lag_seconds", n.lag_s},
-                     {"max_seq", n.max_seq}});
-  return {{"file_hits", s.peer_lookups},
-          {"read_bytes", s.peer_read_bytes},
-          {"imported_files", s.peer_imports},
-          {"dropped_imports", s.peer_drops},
-          {"released_imports", s.peer_releases},
-          {"unlinks_sent", s.peer_unlinks},
-          {"unlinks_applied", s.peer_unlinks_applied},
-          {"dirs_made", s.peer_dirs},
-          {"passes", s.peers.passes},
-          {"records", s.peers.records},
-          {"entries", s.peers.entries},
-          {"pass_errors", s.peers.errors},
-          {"nodes", nodes}};
-}
-
+// The statistics of the schema (fs/stats_schema.h), all from one moment,
+// and the latency histograms.
 json stats_json(BlockStore& st, OpLatencies& lat) {
-  StoreStats s = st.stats();
-  EvictorStats e = st.evictor_stats();
-  uint64_t dir_used = s.segment_bytes;
-  for (const PeerNodeStats& n : s.peers.nodes) dir_used += n.segment_bytes;
-  const BackingIoStats b = st.backing_io_stats();
-  const uint64_t ram_used = s.ram.clean_bytes + s.ram.dirty_bytes;
-  return json{
-      {"files", s.files},
-      {"directories", s.dirs},
-      {"logical_bytes", s.logical_bytes},
-      {"ram",
-       {{"used_bytes", ram_used},
-        {"capacity_bytes", s.ram.capacity},
-        {"dirty_bytes", s.ram.dirty_bytes},
-        {"clean_bytes", s.ram.clean_bytes},
-        {"cached_blocks", s.ram.entries},
-        {"evicted_blocks", s.ram.evictions},
-        {"admitted_blocks", s.ram.admitted},
-        {"backpressure_waits", s.ram.backpressure_waits}}},
-      {"backing",
-       {{"used_bytes", s.segment_bytes},
-        // This node's segments and every peer's: the whole shared dir.
-        {"dir_used_bytes", dir_used},
-        {"capacity_bytes", s.capacity},
-        {"live_bytes", s.live_bytes},
-        {"segments", s.segments},
-        {"live_ratio", s.segment_bytes ? double(s.live_bytes) / double(s.segment_bytes) : 1.0},
-        {"read_bytes", s.backing_read_bytes},
-        {"reads", s.backing_reads},
-        {"written_bytes", s.flushed_bytes + e.reclaim_copied_bytes},
-        // A stalled backing dir: some call into it has not returned within
-        // io_timeout (stalled_flag is the same as a number, for Prometheus).
-        {"stalled", b.stalled},
-        {"stalled_flag", b.stalled ? 1 : 0},
-        {"stalls", b.stalls},
-        {"stalled_seconds", b.stalled_seconds},
-        {"timeouts", b.timeouts},
-        {"calls_in_flight", b.in_flight},
-        {"oldest_call_seconds", b.oldest_s},
-        {"io_timeout", st.io_timeout()}}},
-      // hits (1 MiB blocks) and misses (lookups) predate "cache" and count
-      // different things; they stay for existing readers (bench/, tests).
-      {"hits", {{"ram", s.ram_block_hits}, {"backing", s.backing_reads}}},
-      {"misses", s.negative_lookups},
-      {"cache",
-       {{"file_hits", s.file_lookups},
-        {"file_misses", s.negative_lookups},
-        // Hits by origin: files this node owns, files a peer owns.
-        {"own_file_hits", s.file_lookups - std::min(s.file_lookups, s.peer_lookups)},
-        {"peer_file_hits", s.peer_lookups},
-        {"ram_hit_bytes", s.ram_hit_bytes},
-        {"ram_miss_bytes", s.ram_miss_bytes},
-        {"held_block_hits", s.held_block_hits},
-        {"held_bytes", s.held_bytes}}},
-      {"prefetch",
-       {{"budget_bytes", s.prefetch.budget_bytes},
-        {"pending_bytes", s.prefetch.pending_bytes},
-        {"queued_blocks", s.prefetch.queued},
-        {"reads", s.prefetch.reads},
-        {"read_bytes", s.prefetch.read_bytes},
-        {"used_blocks", s.ram.prefetch_used},
-        {"wasted_blocks", s.ram.prefetch_wasted},
-        {"cancelled_blocks", s.prefetch.cancelled},
-        {"over_budget_blocks", s.prefetch.over_budget},
-        {"no_room_blocks", s.prefetch.no_room},
-        {"joined_reads", s.joined_reads},
-        // Read-ahead along segments, across files (segment_windows.h).
-        {"window_reads", s.windows.reads},
-        {"window_read_bytes", s.windows.read_bytes},
-        {"window_hits", s.windows.hits},
-        {"window_hit_bytes", s.windows.hit_bytes},
-        {"window_mismatches", s.windows.mismatches},
-        {"windows_unused", s.windows.unused}}},
-      {"peers", peers_json(s)},
-      {"dirty_bytes", s.ram.dirty_bytes},
-      {"flush",
-       {{"queued", s.queued},
-        {"batches", s.flush_batches},
-        {"files", s.flushed_files},
-        {"bytes", s.flushed_bytes}}},
-      {"evictions",
-       {{"capacity", e.evicted_capacity},
-        {"admin", e.evicted_admin},
-        {"tmp", e.evicted_tmp},
-        {"reclaim", e.evicted_reclaim},
-        {"bytes", e.evicted_bytes},
-        {"dirs_removed", e.dirs_removed},
-        {"segments_deleted", e.segments_deleted},
-        {"segments_retiring", e.segments_retiring},
-        {"retiring_bytes", e.retiring_bytes},
-        {"reclaim_copied_bytes", e.reclaim_copied_bytes}}},
-      {"index",
-       {{"rebuilt", st.rebuilt_index()},
-        {"caught_up_segments", st.catch_up_stats().segments},
-        {"caught_up_records", st.catch_up_stats().records},
-        {"caught_up_bytes", st.catch_up_stats().bytes},
-        {"caught_up_entries", st.catch_up_stats().applied},
-        {"caught_up_seconds", st.catch_up_stats().seconds}}},
-      {"errors",
-       {{"checksum", s.checksum_errors},
-        {"io", s.io_errors},
-        {"enospc", s.enospc_errors + e.enospc},
-        {"dropped_files", s.dropped_files}}},
-      {"latency",
-       {{"lookup", latency(lat.lookup)},
-        {"read", latency(lat.read)},
-        {"write", latency(lat.write)},
-        {"create", latency(lat.create)},
-        {"rename", latency(lat.rename)},
-        {"flush", latency(lat.flush)}}},
-  };
+  stats::Snapshot snap;
+  snap.store = st.stats();
+  snap.evict = st.evictor_stats();
+  snap.backing = st.backing_io_stats();
+  snap.catch_up = st.catch_up_stats();
+  snap.rebuilt_index = st.rebuilt_index();
+  snap.io_timeout_s = st.io_timeout();
+  json r = stats::to_json(snap);
+  r["latency"] = json{{"lookup", latency(lat.lookup)}, {"read", latency(lat.read)},
+                      {"write", latency(lat.write)},   {"create", latency(lat.create)},
+                      {"rename", latency(lat.rename)}, {"flush", latency(lat.flush)}};
+  return r;
 }
 
 // The settings now: the store's live ones, and the log level as last set.
@@ -226,45 +102,9 @@ json config_json(BlockStore& st, const FsConfig& cfg) {
   return r;
 }
 
-// How each runtime option of the table takes effect; validate() has already
-// passed the whole candidate, so apply() only fails if the store refuses.
-struct RuntimeSetter {
-  const char* name;
-  Status (*apply)(BlockStore&, const MountConfig&);
-};
-
-const RuntimeSetter kRuntimeSetters[] = {
-    {"ram_size",
-     [](BlockStore& st, const MountConfig& c) { return st.set_ram_size(c.store.ram_size); }},
-    {"capacity",
-     [](BlockStore& st, const MountConfig& c) { return st.set_capacity(c.store.capacity); }},
-    {"evict_grace", [](BlockStore& st,
-                       const MountConfig& c) { return st.set_evict_grace(c.store.evict_grace_s); }},
-    {"io_timeout",
-     [](BlockStore& st, const MountConfig& c) { return st.set_io_timeout(c.store.io_timeout_s); }},
-    {"prefetch",
-     [](BlockStore& st, const MountConfig& c) { return st.set_prefetch(c.store.prefetch_bytes); }},
-    {"segment_readahead",
-     [](BlockStore& st, const MountConfig& c) {
-       return st.set_segment_readahead(c.store.segment_readahead);
-     }},
-    {"log_level",
-     [](BlockStore&, const MountConfig& c) {
-       spdlog::set_level(spdlog::level::from_str(c.fs.log_level));
-       spdlog::info("log level set to {}", c.fs.log_level);
-       return Status::OK();
-     }},
-};
-
-const RuntimeSetter* find_setter(const std::string& key) {
-  for (const RuntimeSetter& r : kRuntimeSetters)
-    if (key == r.name) return &r;
-  return nullptr;
-}
-
 // kvfs-admin config K=V...: every value is parsed into a copy of the live
-// settings, the copy is validated as a whole, then the settings are applied
-// in the order given; nothing changes unless all are valid. "set" is a list
+// settings, the copy is validated as a whole, then applied at once; nothing
+// changes unless all are valid. "set" is a list
 // of [key, value] pairs (an object, from older clients, is taken in its own
 // order).
 json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
@@ -280,7 +120,6 @@ json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
     for (auto& [k, v] : set.items()) kv.emplace_back(k, text(v));
   }
   MountConfig cand = live_config(st, cfg);
-  std::vector<const RuntimeSetter*> setters;
   for (auto& [k, v] : kv) {
     const MountOption* o = find_mount_option(k);
     if (!o || o->spec().type == OptType::kFlag)
@@ -288,24 +127,23 @@ json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
     if (!o->spec().runtime)
       return error(
           Status::Invalid("'" + k + "' is a mount option: it cannot change while mounted"));
-    const RuntimeSetter* r = find_setter(k);
-    if (!r) return error(Status::NotSupported("no runtime setter for '" + k + "'"));
+    // The store's options go to BlockStore::reconfigure; of the FUSE side's
+    // only the log level is applied here.
+    if (!find_store_option(k) && k != "log_level")
+      return error(Status::NotSupported("no runtime setter for '" + k + "'"));
     if (Status s = parse_option(o->spec(), v, true, o->field(cand)); !s.ok()) return error(s);
-    setters.push_back(r);
   }
   if (Status s = cand.validate(); !s.ok()) return error(s);
   const json before = config_json(st, cfg);
-  json changed = json::array();
-  for (size_t i = 0; i < setters.size(); ++i) {
-    if (Status s = setters[i]->apply(st, cand); !s.ok()) {
-      json e = error(s);
-      e["changed"] = changed;  // what was applied before the refusal
-      return e;
-    }
-    const std::string& key = kv[i].first;
-    changed.push_back({{"key", key}, {"old", before.value(key, json())}, {"value", kv[i].second}});
+  if (Status s = st.reconfigure(cand.store); !s.ok()) return error(s);
+  if (cand.fs.log_level != before.value("log_level", "")) {
+    spdlog::set_level(spdlog::level::from_str(cand.fs.log_level));
+    spdlog::info("log level set to {}", cand.fs.log_level);
   }
-  spdlog::info("config: {} setting(s) changed: {}", setters.size(), changed.dump());
+  json changed = json::array();
+  for (auto& [k, v] : kv)
+    changed.push_back({{"key", k}, {"old", before.value(k, json())}, {"value", v}});
+  spdlog::info("config: {} setting(s) changed: {}", kv.size(), changed.dump());
   json r = config_json(st, cfg);
   r["changed"] = changed;
   return r;

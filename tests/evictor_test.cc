@@ -12,6 +12,7 @@
 #include "core/block_store.h"
 #include "core/clock.h"
 #include "core/disk_layout.h"
+#include "tests/reconfigure_util.h"
 
 namespace kvfs {
 namespace {
@@ -125,7 +126,7 @@ TEST_F(EvictorTest, GracePeriodProtectsAndThenEnospc) {
   EXPECT_TRUE(exists(kRootIno, "g0"));
   EXPECT_GE(written, 12);
   // Raising the cap at runtime lets writes through again.
-  ASSERT_TRUE(store_->set_capacity(512 * kMiB).ok());
+  ASSERT_TRUE(kvfs::reconfigure_one(*store_, &StoreConfig::capacity, 512 * kMiB).ok());
   put(kRootIno, "after", 4 * kMiB, &err);
   EXPECT_TRUE(err.ok()) << err.ToString();
 }
@@ -212,7 +213,7 @@ TEST_F(EvictorTest, AdminModes) {
   EXPECT_EQ(store_->evict(p)->files, 1u);
   EXPECT_FALSE(exists(kRootIno, "c"));
 
-  ASSERT_TRUE(store_->set_evict_grace(0).ok());
+  ASSERT_TRUE(kvfs::reconfigure_one(*store_, &StoreConfig::evict_grace_s, 0).ok());
   EvictRequest o;
   o.kind = EvictRequest::Kind::kOlderThan;
   o.older_than_s = 3600;  // nothing is that old

@@ -9,6 +9,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/disk_layout.h"
+#include "fs/stats_schema.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {
@@ -149,6 +151,20 @@ TEST(AdminStats, CountsFilesBytesHitsAndMisses) {
   RunResult table = run_admin({"stats", m.mnt()});
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("RAM tier"), std::string::npos) << table.output;
+  // --all: one line per statistic of the schema, each with the daemon's value.
+  RunResult all = run_admin({"stats", m.mnt(), "--all"});
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  const std::string lines_all = "\n" + all.output;
+  for (const stats::Def& d : stats::defs()) {
+    std::string name = d.path + 1;
+    std::replace(name.begin(), name.end(), '/', '.');
+    const size_t at = lines_all.find("\n" + name + " ");
+    ASSERT_NE(at, std::string::npos) << name << "\n" << all.output;
+    const std::string value = lines_all.substr(at + 1 + name.size());
+    EXPECT_NE(value.substr(value.find_first_not_of(' '), 2), "- ") << name;
+  }
+  EXPECT_NE(lines_all.find("\nfiles                            4 "), std::string::npos)
+      << all.output;
 
   // After a remount RAM is empty: the same reads come from the backing dir.
   m.unmount();

@@ -223,12 +223,42 @@ TEST_F(RuntimeConfig, ChangesApplyTogetherOrNotAtAll) {
     EXPECT_EQ(store_->evict_grace(), 7.0) << bad[1].first << " let evict_grace through";
   }
   EXPECT_EQ(store_->capacity(), 2ull << 30);
-  // The same rules guard the store's own setters.
-  EXPECT_EQ(store_->set_capacity(15 << 20).code(), Status::Code::kInvalid);
-  EXPECT_EQ(store_->set_capacity(0).code(), Status::Code::kInvalid);
-  EXPECT_EQ(store_->set_io_timeout(0).code(), Status::Code::kInvalid);
-  EXPECT_EQ(store_->set_evict_grace(-1).code(), Status::Code::kInvalid);
-  EXPECT_EQ(store_->set_ram_size(1 << 20).code(), Status::Code::kInvalid);
+  // The same rules guard the store's one setter, and it refuses a change
+  // to a mount-only option.
+  auto with = [&](auto field, auto value) {
+    StoreConfig c = store_->live_config();
+    c.*field = value;
+    return store_->reconfigure(c).code();
+  };
+  EXPECT_EQ(with(&StoreConfig::capacity, uint64_t(15 << 20)), Status::Code::kInvalid);
+  EXPECT_EQ(with(&StoreConfig::capacity, uint64_t(0)), Status::Code::kInvalid);
+  EXPECT_EQ(with(&StoreConfig::io_timeout_s, 0.0), Status::Code::kInvalid);
+  EXPECT_EQ(with(&StoreConfig::evict_grace_s, -1.0), Status::Code::kInvalid);
+  EXPECT_EQ(with(&StoreConfig::ram_size, uint64_t(1 << 20)), Status::Code::kInvalid);
+  EXPECT_EQ(with(&StoreConfig::segment_size, uint64_t(16 << 20)), Status::Code::kInvalid);
+  EXPECT_EQ(store_->capacity(), 2ull << 30);
+  EXPECT_EQ(store_->ram().capacity(), 32u << 20);
+}
+
+// Every runtime option of the store's table takes effect through
+// BlockStore::reconfigure: the live config reads back the new value.
+TEST_F(RuntimeConfig, EveryRuntimeOptionTakesEffect) {
+  const std::map<std::string, std::string> next = {
+      {"ram_size", "48M"}, {"capacity", "3G"},  {"evict_grace", "11"},
+      {"io_timeout", "7"}, {"prefetch", "96M"}, {"segment_readahead", "4M"}};
+  for (const StoreOption& o : store_options()) {
+    if (!o.spec.runtime) continue;
+    ASSERT_TRUE(next.count(o.spec.name)) << o.spec.name << ": give it a value here";
+    StoreConfig c = store_->live_config();
+    ASSERT_TRUE(parse_option(o.spec, next.at(o.spec.name), true, o.field(c)).ok());
+    const Status s = store_->reconfigure(c);
+    ASSERT_TRUE(s.ok()) << o.spec.name << ": " << s.ToString();
+    StoreConfig live = store_->live_config();
+    EXPECT_EQ(option_text(o.spec, o.field(live)), option_text(o.spec, o.field(c))) << o.spec.name;
+  }
+  EXPECT_EQ(store_->ram().capacity(), 48u << 20);
+  EXPECT_EQ(store_->capacity(), 3ull << 30);
+  EXPECT_EQ(store_->io_timeout(), 7.0);
 }
 
 std::vector<std::string> man_lines(const char* page) {

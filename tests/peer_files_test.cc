@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tests/peer_files_fixture.h"
+#include "tests/reconfigure_util.h"
 
 namespace kvfs {
 namespace {
@@ -316,7 +317,7 @@ TEST_F(PeerFilesTest, AnUnlinkOutlivesTheReclaimOfItsSegmentUntilTheOwnerActs) {
   }
   ASSERT_TRUE(b.flush_all().ok());
   // A cap under what the segments take: the pass reclaims the empty ones.
-  ASSERT_TRUE(b.set_capacity(16 * kMiB).ok());
+  ASSERT_TRUE(kvfs::reconfigure_one(b, &StoreConfig::capacity, 16 * kMiB).ok());
   b.evict_pass_now();
   const std::set<std::string> after = segments_of("b");
   ASSERT_FALSE(after.count(*first.begin())) << "b's first segment was reclaimed";
@@ -365,9 +366,9 @@ TEST_F(PeerFilesTest, AReclaimedSegmentIsDeletedAfterItsGraceOrWhenTheCapNeedsIt
   int last = 95;
   for (int i = 96; i < 400; ++i) {
     if (a.evictor_stats().segments_retiring > 0) {
-      ASSERT_TRUE(a.set_capacity(1024 * kMiB).ok());
+      ASSERT_TRUE(kvfs::reconfigure_one(a, &StoreConfig::capacity, 1024 * kMiB).ok());
       if (a.evictor_stats().segments_retiring > 0) break;
-      ASSERT_TRUE(a.set_capacity(128 * kMiB).ok());
+      ASSERT_TRUE(kvfs::reconfigure_one(a, &StoreConfig::capacity, 128 * kMiB).ok());
     }
     clock_.advance(1);
     put(a, kRootIno, "f" + std::to_string(i), content(i));

@@ -20,6 +20,7 @@
 #include "core/disk_layout.h"
 #include "core/index.h"
 #include "core/segment_store.h"
+#include "tests/reconfigure_util.h"
 
 namespace kvfs {
 namespace {
@@ -251,7 +252,7 @@ TEST_F(RecoveryTest, DeletionsSurviveReclamationAndRebuild) {
   ASSERT_EQ(ev->files, 1u);
   // Pressure on the cap: the pass deletes the emptied segment 2 (segment
   // 1 is full of live data, segment 3 is open).
-  ASSERT_TRUE(store_->set_capacity(8 * kMiB).ok());
+  ASSERT_TRUE(kvfs::reconfigure_one(*store_, &StoreConfig::capacity, 8 * kMiB).ok());
   store_->evict_pass_now();
   ASSERT_EQ(store_->evictor_stats().segments_deleted, 1u);
   auto after = segment_files();

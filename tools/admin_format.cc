@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "core/config.h"
 #include "core/option_table.h"
 #include "fs/prom_text.h"
+#include "fs/stats_schema.h"
 #include "tools/admin_exit.h"
 
 namespace kvfs::admin {
@@ -116,6 +118,42 @@ void write_atomically(const std::string& path, const std::string& data) {
 // ---------------------------------------------------------------------------
 // stats
 
+namespace {
+
+// A statistic of the schema (fs/stats_schema.h) in a stats reply: a path
+// the schema lacks is a bug here, not a missing value.
+double stat(const json& s, const char* path) {
+  const stats::Def* d = stats::find(path);
+  if (!d) throw std::logic_error(std::string("not in the stats schema: ") + path);
+  double v = 0;
+  return stats::number_at(s, *d, &v) ? v : 0.0;
+}
+
+uint64_t ustat(const json& s, const char* path) {
+  return static_cast<uint64_t>(stat(s, path));
+}
+
+std::string unit_text(stats::Unit u, double v) {
+  char b[64];
+  switch (u) {
+    case stats::Unit::kBytes:
+      return v < 1024 ? prom::number(v) : prom::number(v) + " (" + human_bytes(v) + ")";
+    case stats::Unit::kSeconds: std::snprintf(b, sizeof(b), "%.3f s", v); return b;
+    case stats::Unit::kRatio: std::snprintf(b, sizeof(b), "%.3f", v); return b;
+    case stats::Unit::kFlag: return v != 0 ? "yes" : "no";
+    default: return prom::number(v);
+  }
+}
+
+// The first sentence of a help text, for one line of --all.
+std::string first_sentence(const char* help) {
+  std::string h(help);
+  const size_t dot = h.find(". ");
+  return dot == std::string::npos ? h : h.substr(0, dot + 1);
+}
+
+}  // namespace
+
 std::string render_table(const std::string& root, const json& s, const json* prev, double dt) {
   std::string o;
   char line[512];
@@ -125,7 +163,7 @@ std::string render_table(const std::string& root, const json& s, const json* pre
   };
   auto rate = [&](const char* ptr) -> std::string {
     if (!prev || dt <= 0) return "";
-    const double d = num(s, ptr) - num(*prev, ptr);
+    const double d = stat(s, ptr) - stat(*prev, ptr);
     char b[64];
     std::snprintf(b, sizeof(b), " (%+.0f/s)", d / dt);
     return b;
@@ -136,41 +174,41 @@ std::string render_table(const std::string& root, const json& s, const json* pre
     return std::string(buf);
   };
   o += "kvfs at " + root + "\n";
-  add("files", std::to_string(unum(s, "/files")) + " in " +
-                   std::to_string(unum(s, "/directories")) + " directories, " +
-                   human_bytes(num(s, "/logical_bytes")) + " logical");
-  add("RAM tier", human_bytes(num(s, "/ram/used_bytes")) + " of " +
-                      human_bytes(num(s, "/ram/capacity_bytes")) + " used (" +
-                      pct(num(s, "/ram/used_bytes"), num(s, "/ram/capacity_bytes")) + "), " +
-                      human_bytes(num(s, "/ram/dirty_bytes")) + " dirty, " +
-                      std::to_string(unum(s, "/ram/cached_blocks")) + " cached blocks");
-  add("backing dir", human_bytes(num(s, "/backing/used_bytes")) + " of " +
-                         human_bytes(num(s, "/backing/capacity_bytes")) + " used (" +
-                         pct(num(s, "/backing/used_bytes"), num(s, "/backing/capacity_bytes")) +
-                         "), " + std::to_string(unum(s, "/backing/segments")) + " segments, " +
-                         pct(num(s, "/backing/live_ratio"), 1.0) + " live");
+  add("files", std::to_string(ustat(s, "/files")) + " in " +
+                   std::to_string(ustat(s, "/directories")) + " directories, " +
+                   human_bytes(stat(s, "/logical_bytes")) + " logical");
+  add("RAM tier", human_bytes(stat(s, "/ram/used_bytes")) + " of " +
+                      human_bytes(stat(s, "/ram/capacity_bytes")) + " used (" +
+                      pct(stat(s, "/ram/used_bytes"), stat(s, "/ram/capacity_bytes")) + "), " +
+                      human_bytes(stat(s, "/ram/dirty_bytes")) + " dirty, " +
+                      std::to_string(ustat(s, "/ram/cached_blocks")) + " cached blocks");
+  add("backing dir", human_bytes(stat(s, "/backing/used_bytes")) + " of " +
+                         human_bytes(stat(s, "/backing/capacity_bytes")) + " used (" +
+                         pct(stat(s, "/backing/used_bytes"), stat(s, "/backing/capacity_bytes")) +
+                         "), " + std::to_string(ustat(s, "/backing/segments")) + " segments, " +
+                         pct(stat(s, "/backing/live_ratio"), 1.0) + " live");
   // A stall is news: one line while it lasts, or when there were any.
-  if (num(s, "/backing/stalled_flag") > 0 || num(s, "/backing/stalls") > 0) {
+  if (stat(s, "/backing/stalled_flag") > 0 || stat(s, "/backing/stalls") > 0) {
     char b[160];
     std::snprintf(b, sizeof(b),
                   "%s; %.0f stalls, %.1f s in all; %.0f calls failed after io_timeout %g s",
-                  num(s, "/backing/stalled_flag") > 0 ? "STALLED now" : "answering",
-                  num(s, "/backing/stalls"), num(s, "/backing/stalled_seconds"),
-                  num(s, "/backing/timeouts"), num(s, "/backing/io_timeout"));
+                  stat(s, "/backing/stalled_flag") > 0 ? "STALLED now" : "answering",
+                  stat(s, "/backing/stalls"), stat(s, "/backing/stalled_seconds"),
+                  stat(s, "/backing/timeouts"), stat(s, "/backing/io_timeout"));
     add("backing stall", b);
   }
-  const double hr = num(s, "/hits/ram"), hb = num(s, "/hits/backing");
-  add("hits", "RAM " + std::to_string(unum(s, "/hits/ram")) + rate("/hits/ram") + ", backing " +
-                  std::to_string(unum(s, "/hits/backing")) + rate("/hits/backing") +
+  const double hr = stat(s, "/hits/ram"), hb = stat(s, "/hits/backing");
+  add("hits", "RAM " + std::to_string(ustat(s, "/hits/ram")) + rate("/hits/ram") + ", backing " +
+                  std::to_string(ustat(s, "/hits/backing")) + rate("/hits/backing") +
                   " blocks; RAM hit ratio " + pct(hr, hr + hb));
-  add("misses", std::to_string(unum(s, "/misses")) + rate("/misses") + " lookups of absent names");
+  add("misses", std::to_string(ustat(s, "/misses")) + rate("/misses") + " lookups of absent names");
   // Nodes sharing the backing dir: what this node sees of each.
   const json::json_pointer pn("/peers/nodes");
   if (s.contains(pn) && s.at(pn).is_array() && !s.at(pn).empty()) {
-    add("file hits", std::to_string(unum(s, "/cache/own_file_hits")) + " own, " +
-                         std::to_string(unum(s, "/cache/peer_file_hits")) + " a peer's (" +
-                         human_bytes(num(s, "/peers/read_bytes")) + " read); whole dir " +
-                         human_bytes(num(s, "/backing/dir_used_bytes")) + " used");
+    add("file hits", std::to_string(ustat(s, "/cache/own_file_hits")) + " own, " +
+                         std::to_string(ustat(s, "/cache/peer_file_hits")) + " a peer's (" +
+                         human_bytes(stat(s, "/peers/read_bytes")) + " read); whole dir " +
+                         human_bytes(stat(s, "/backing/dir_used_bytes")) + " used");
     for (const json& n : s.at(pn)) {
       char b[256];
       std::snprintf(b, sizeof(b), "%s: %llu files, %s in %llu segments; %.1f s behind, %s unread",
@@ -181,29 +219,29 @@ std::string render_table(const std::string& root, const json& s, const json* pre
       add("peer", b);
     }
   }
-  add("prefetch", std::to_string(unum(s, "/prefetch/reads")) + " blocks read ahead (" +
-                      human_bytes(num(s, "/prefetch/read_bytes")) + "), " +
-                      std::to_string(unum(s, "/prefetch/used_blocks")) + " used, " +
-                      std::to_string(unum(s, "/prefetch/wasted_blocks")) + " wasted, " +
-                      std::to_string(unum(s, "/prefetch/cancelled_blocks")) + " cancelled, " +
-                      std::to_string(unum(s, "/prefetch/no_room_blocks")) + " no room; " +
-                      human_bytes(num(s, "/prefetch/pending_bytes")) + " in flight of " +
-                      human_bytes(num(s, "/prefetch/budget_bytes")));
-  add("flush", std::to_string(unum(s, "/flush/queued")) + " queued, " +
-                   std::to_string(unum(s, "/flush/files")) + " files / " +
-                   human_bytes(num(s, "/flush/bytes")) + " written in " +
-                   std::to_string(unum(s, "/flush/batches")) + " batches");
-  add("evictions", std::to_string(unum(s, "/evictions/capacity")) + " capacity, " +
-                       std::to_string(unum(s, "/evictions/admin")) + " admin, " +
-                       std::to_string(unum(s, "/evictions/tmp")) + " tmp, " +
-                       std::to_string(unum(s, "/evictions/reclaim")) + " reclaim files; " +
-                       human_bytes(num(s, "/evictions/bytes")) + "; " +
-                       std::to_string(unum(s, "/evictions/segments_deleted")) +
+  add("prefetch", std::to_string(ustat(s, "/prefetch/reads")) + " blocks read ahead (" +
+                      human_bytes(stat(s, "/prefetch/read_bytes")) + "), " +
+                      std::to_string(ustat(s, "/prefetch/used_blocks")) + " used, " +
+                      std::to_string(ustat(s, "/prefetch/wasted_blocks")) + " wasted, " +
+                      std::to_string(ustat(s, "/prefetch/cancelled_blocks")) + " cancelled, " +
+                      std::to_string(ustat(s, "/prefetch/no_room_blocks")) + " no room; " +
+                      human_bytes(stat(s, "/prefetch/pending_bytes")) + " in flight of " +
+                      human_bytes(stat(s, "/prefetch/budget_bytes")));
+  add("flush", std::to_string(ustat(s, "/flush/queued")) + " queued, " +
+                   std::to_string(ustat(s, "/flush/files")) + " files / " +
+                   human_bytes(stat(s, "/flush/bytes")) + " written in " +
+                   std::to_string(ustat(s, "/flush/batches")) + " batches");
+  add("evictions", std::to_string(ustat(s, "/evictions/capacity")) + " capacity, " +
+                       std::to_string(ustat(s, "/evictions/admin")) + " admin, " +
+                       std::to_string(ustat(s, "/evictions/tmp")) + " tmp, " +
+                       std::to_string(ustat(s, "/evictions/reclaim")) + " reclaim files; " +
+                       human_bytes(stat(s, "/evictions/bytes")) + "; " +
+                       std::to_string(ustat(s, "/evictions/segments_deleted")) +
                        " segments deleted");
-  add("errors", std::to_string(unum(s, "/errors/checksum")) + " checksum, " +
-                    std::to_string(unum(s, "/errors/io")) + " I/O, " +
-                    std::to_string(unum(s, "/errors/enospc")) + " ENOSPC; " +
-                    std::to_string(unum(s, "/errors/dropped_files")) + " files dropped");
+  add("errors", std::to_string(ustat(s, "/errors/checksum")) + " checksum, " +
+                    std::to_string(ustat(s, "/errors/io")) + " I/O, " +
+                    std::to_string(ustat(s, "/errors/enospc")) + " ENOSPC; " +
+                    std::to_string(ustat(s, "/errors/dropped_files")) + " files dropped");
   std::string lat;
   for (const char* op : prom::kLatencyOps) {
     const std::string base = std::string("/latency/") + op;
@@ -213,6 +251,34 @@ std::string render_table(const std::string& root, const json& s, const json* pre
     lat += b;
   }
   add("latency (us)", lat + "  (p50/p99)");
+  return o;
+}
+
+std::string render_all(const json& s) {
+  std::string o;
+  char line[1024];
+  for (const stats::Def& d : stats::defs()) {
+    double v = 0;
+    const bool have = stats::number_at(s, d, &v);
+    std::string name = d.path + 1;
+    for (char& c : name)
+      if (c == '/') c = '.';
+    std::snprintf(line, sizeof(line), "%-32s %-24s %s\n", name.c_str(),
+                  have ? unit_text(d.unit, v).c_str() : "-", first_sentence(d.help).c_str());
+    o += line;
+  }
+  const json::json_pointer pn("/peers/nodes");
+  if (s.contains(pn) && s.at(pn).is_array()) {
+    for (const json& n : s.at(pn)) {
+      for (const stats::NodeDef& d : stats::node_defs()) {
+        const std::string name = "peers.nodes[" + printable(n.value("node", "?")) + "]." + d.key;
+        const double v = n.contains(d.key) && n[d.key].is_number() ? n[d.key].get<double>() : 0;
+        std::snprintf(line, sizeof(line), "%-32s %-24s %s\n", name.c_str(),
+                      unit_text(d.unit, v).c_str(), first_sentence(d.help).c_str());
+        o += line;
+      }
+    }
+  }
   return o;
 }
 

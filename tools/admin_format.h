@@ -31,8 +31,13 @@ std::optional<double> parse_duration(const std::string& s);
 void write_atomically(const std::string& path, const std::string& data);
 
 // `stats` as a table for the mount at `root`; with the previous reply and the
-// seconds since it, counters also show their rate.
+// seconds since it, counters also show their rate. It reads statistics by
+// their schema paths only (std::logic_error for one the schema lacks).
 std::string render_table(const std::string& root, const json& s, const json* prev, double dt);
+
+// `stats --all`: every statistic of the schema (fs/stats_schema.h), one per
+// line with its value and what it counts, then each peer node's.
+std::string render_all(const json& s);
 
 // `stats` in the Prometheus text format: fs/prom_text.h (shared with the
 // daemon's /metrics).

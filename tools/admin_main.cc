@@ -54,7 +54,10 @@ int run(int argc, char** argv) {
   auto* fj = stats->add_flag("--json", so.json_out, "print the daemon's JSON");
   auto* fp = stats->add_flag("--prometheus", so.prometheus,
                              "Prometheus text format (node_exporter textfile collector)");
+  auto* fa = stats->add_flag("--all", so.all, "every statistic, one per line, with what it counts");
   fj->excludes(fp);
+  fa->excludes(fj);
+  fa->excludes(fp);
   stats->add_option("--watch", so.watch, "repeat every SECONDS")
       ->check(CLI::PositiveNumber)
       ->type_name("SECONDS");

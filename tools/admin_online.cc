@@ -48,7 +48,7 @@ int cmd_stats(const StatsOpts& o) {
   json prev;
   auto prev_t = std::chrono::steady_clock::now();
   const bool clear =
-      o.watch > 0 && !o.json_out && !o.prometheus && o.output.empty() && ::isatty(1) == 1;
+      o.watch > 0 && !o.json_out && !o.prometheus && !o.all && o.output.empty() && ::isatty(1) == 1;
   for (bool first = true;; first = false) {
     json s;
     try {
@@ -64,6 +64,8 @@ int cmd_stats(const StatsOpts& o) {
       text = o.watch > 0 ? s.dump() + "\n" : s.dump(2) + "\n";
     } else if (o.prometheus) {
       text = prom::render(m->root(), s, version);
+    } else if (o.all) {
+      text = render_all(s);
     } else {
       const double dt = std::chrono::duration<double>(now - prev_t).count();
       text = render_table(m->root(), s, first ? nullptr : &prev, dt);

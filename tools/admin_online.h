@@ -11,7 +11,7 @@ namespace kvfs::admin {
 
 struct StatsOpts {
   std::string mount;
-  bool json_out = false, prometheus = false;
+  bool json_out = false, prometheus = false, all = false;
   double watch = 0;
   std::string output;
 };

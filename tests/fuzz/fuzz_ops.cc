@@ -846,8 +846,11 @@ class Harness {
     last_ = "cold: flush_all, shrink the RAM tier, regrow it";
     (void)in;
     expect(store_->flush_all(), {});
-    expect(store_->set_ram_size(16 * kMiB), {});
-    expect(store_->set_ram_size(128 * kMiB), {});
+    kvfs::StoreConfig c = store_->live_config();
+    c.ram_size = 16 * kMiB;
+    expect(store_->reconfigure(c), {});
+    c.ram_size = 128 * kMiB;
+    expect(store_->reconfigure(c), {});
     (void)buf;
   }
 

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0
+// One runtime option of a BlockStore changed, the rest kept, through its one
+// runtime setter (BlockStore::reconfigure), as `kvfs-admin config K=V` does.
+#pragma once
+
+#include "core/block_store.h"
+
+namespace kvfs {
+
+template <typename T, typename V>
+Status reconfigure_one(BlockStore& store, T StoreConfig::*field, V value) {
+  StoreConfig c = store.live_config();
+  c.*field = static_cast<T>(value);
+  return store.reconfigure(c);
+}
+
+}  // namespace kvfs
