@@ -18,6 +18,7 @@
 #include "core/index.h"
 #include "core/log.h"
 #include "core/meta_journal.h"
+#include "core/peer_imports.h"
 #include "core/recovery.h"
 #include "core/segment_store.h"
 #include "core/seq_counter.h"
@@ -59,6 +60,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   }
   if (s->cfg_.flush_threads == 0) s->cfg_.flush_threads = default_flush_threads(cfg.backing_dir);
   s->ram_ = std::make_unique<RamTier>(cfg.ram_size);
+  s->held_ = std::make_unique<HeldBlocks>([r = s->ram_.get()] { return r->capacity(); });
   s->windows_ = std::make_unique<SegmentWindows>(
       s->segs_.get(), cfg.segment_readahead,
       SegmentWindows::max_bytes_for(cfg.prefetch_bytes, cfg.ram_size));
@@ -107,7 +109,11 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
     s->flusher_->start();
     s->evictor_->start();
   }
-  KVFS_RETURN_IF_ERROR(s->open_peers());
+  PeerImports::Parts pp{&s->cfg_,        s->clock_,    s->segs_.get(), s->io_.get(),
+                        s->index_.get(), s->ns_.get(), s->data_.get(), s->evictor_.get()};
+  auto peers = PeerImports::Open(pp);
+  if (!peers.ok()) return peers.status();
+  s->peers_ = std::move(*peers);
   return s;
 }
 
@@ -187,7 +193,7 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
   for (int tries = 0;; ++tries) {
     auto r = ns_->lookup(parent, name);
     if (!r.ok() && r.status().code() == Status::Code::kNotFound && peers_)
-      r = import_peer(parent, name);
+      r = peers_->import(parent, name);
     if (!r.ok()) {
       if (r.status().code() == Status::Code::kNotFound)
         negative_lookups_.fetch_add(1, std::memory_order_relaxed);
@@ -374,7 +380,9 @@ Status BlockStore::unlink(uint64_t parent, std::string_view name) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->remove(parent, name, false);
   if (!r.ok() && r.status().code() == Status::Code::kNotFound) {
-    if (auto imp = import_peer_file(parent, name); imp.ok()) {
+    if (auto imp =
+            peers_ ? peers_->import_file(parent, name) : Result<InodeRef>(Status::NotFound());
+        imp.ok()) {
       r = ns_->remove(parent, name, false);
       if (!r.ok()) (void)ns_->release_import(*imp);
     }
@@ -386,7 +394,7 @@ Status BlockStore::unlink(uint64_t parent, std::string_view name) {
     if (FileData::unused_locked(**r)) data_->free_locked(**r);
     mtime = (*r)->mtime_ns;
   }
-  if ((*r)->peer) hide_peer_file(*(*r)->peer, mtime);
+  if ((*r)->peer && peers_) peers_->unlinked(*(*r)->peer, mtime);
   return Status::OK();
 }
 
@@ -400,7 +408,9 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
   KVFS_RETURN_IF_ERROR(check_writable());
   auto r = ns_->rename(parent, name, new_parent, new_name, flags);
   if (!r.ok() && r.status().code() == Status::Code::kNotFound) {
-    if (auto imp = import_peer_file(parent, name); imp.ok()) {
+    if (auto imp =
+            peers_ ? peers_->import_file(parent, name) : Result<InodeRef>(Status::NotFound());
+        imp.ok()) {
       r = ns_->rename(parent, name, new_parent, new_name, flags);  // a peer's: refused
       (void)ns_->release_import(*imp);
     }
@@ -414,7 +424,7 @@ Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_p
 }
 
 Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn) {
-  if (peers_ && cookie == 0) import_peer_children(ino);  // the listing shows every node's names
+  if (peers_ && cookie == 0) peers_->import_children(ino);  // the listing shows every node's names
   return ns_->readdir(ino, cookie, fn);
 }
 

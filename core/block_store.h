@@ -12,15 +12,16 @@
 //   SegmentStore the backing directory's segment log (segment_store.h)
 //   Index        RocksDB (index.h)
 //   BackingIo    deadlines on backing-dir calls (backing_io.h)
-//   PeerLog      the other nodes' segment logs, followed (peer_log.h)
+//   PeerImports  the other nodes' files shown here; owns PeerLog, their
+//                segment logs followed (peer_imports.h, peer_log.h)
 //
 //   MetaJournal  the namespace's commits: index now, segment log soon
 //                (meta_journal.h)
 //   SeqCounter   the seqs that order snapshots (seq_counter.h)
 //
 // Who calls whom (no cycle; the callbacks are RamTier's pressure call to
-// Flusher::on_pressure and PeerLog's news of changed paths to the owner,
-// both passed down by the owner):
+// Flusher::on_pressure and PeerLog's news of changed paths to PeerImports,
+// both wired at construction):
 //
 //   BlockStore -> every part
 //   Namespace  -> Journal (MetaJournal) -> Index, SeqCounter, Flusher
@@ -28,6 +29,8 @@
 //   Evictor, Flusher -> SpaceBudget, Namespace, FileData, RamTier,
 //                       SegmentStore, Index, BackingIo
 //   FileData   -> RamTier, SegmentStore
+//   PeerImports -> PeerLog, Namespace, FileData, Evictor (kernel notices),
+//                  Index (pending unlinks)
 //   SpaceBudget -> SpaceUsage (SegmentStore's sizes)
 //   SegmentStore -> BackingIo
 //   PeerLog    -> SegmentStore (foreign segment ids), BackingIo
@@ -42,7 +45,8 @@
 // Lock order, for the whole of core/ (a thread holding a lock takes only
 // locks after it; TSan's lock-order checks run over the suite):
 //
-//   PeerLog::pass_mu_ (its listener drops imports a peer changed)
+//   PeerLog::pass_mu_ (its listener, PeerImports, drops imports a peer
+//   changed)
 //   -> Evictor::pass_mu_
 //   -> Namespace::commit_mu_ (exclusive for a change of the tree and its
 //      journal commit, shared for a flush commit: the only locks a RocksDB
@@ -57,7 +61,7 @@
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
 //      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
 //      Prefetcher::mu_, PeerLog::mu_, Evictor::listener_mu_ (the listener
-//      itself runs with no lock held), listed_mu_.
+//      itself runs with no lock held), PeerImports::listed_mu_.
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -69,7 +73,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -82,6 +85,7 @@
 #include "core/backing_io.h"
 #include "core/config.h"
 #include "core/evictor.h"
+#include "core/held_blocks.h"
 #include "core/inode.h"
 #include "core/namespace.h"
 #include "core/peer_log.h"
@@ -98,6 +102,7 @@ class Index;
 struct IndexBatch;
 class FileData;
 class Flusher;
+class PeerImports;
 class MetaJournal;
 class SeqCounter;
 class SegmentStore;
@@ -125,14 +130,9 @@ struct OpenFile {
   bool sealed = false;
   // The kernel may keep its cached pages of the file for this open.
   bool keep_cache = false;
-  // The last block this open read only part of, and its extent: one load
-  // that reads a block in pieces (parallel extents, a header then the
-  // payload, unaligned reads) finds the rest here, even if the RAM tier let
-  // the block go between the pieces (a small tier, many loads at once);
-  // else each piece could cross the link again. Guarded by in->mu; its
-  // bytes count in BlockStore::held_bytes_.
-  ConstBufRef held = nullptr;
-  ExtentKey held_key{};
+  // The last block this open read only part of (held_blocks.h). Guarded by
+  // in->mu; written only through HeldBlocks.
+  HeldBlock held{};
 };
 
 // What a read returns: iovecs into buffers kept alive by refs. The caller
@@ -160,7 +160,7 @@ struct StoreStats {
   uint64_t ram_block_hits = 0;    // 1 MiB blocks served from RAM
   uint64_t negative_lookups = 0;  // names looked up that do not exist (KV misses)
   uint64_t file_lookups = 0;      // lookups that found a regular file (KV hits)
-  // Of those, the hits on files another node owns (block_store_peers.cc),
+  // Of those, the hits on files another node owns (peer_imports.cc),
   // and the bytes read from them.
   uint64_t peer_lookups = 0, peer_read_bytes = 0;
   // Files imported from peers' logs, imports dropped for a peer's newer
@@ -318,13 +318,6 @@ class BlockStore {
   Attr attr_locked(const Inode& in) const;
   // Registers a new handle in open_files_; returns it.
   OpenFile* track_handle(OpenFile* f);
-  // f holds buf (the extent at key) in place of what it held, if the bytes
-  // all handles hold stay within held_limit(). Called with f->in->mu held.
-  void hold_locked(OpenFile* f, const ExtentKey& key, ConstBufRef buf);
-  void unhold_locked(OpenFile* f);
-  // A few blocks per reader thread of a busy client, and never more than a
-  // quarter of the RAM tier: memory outside its budget.
-  uint64_t held_limit() const;
   // Truncates to size; old: the kept bytes of the last block when
   // FileData::kept_by_truncate_locked names an extent.
   void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old = nullptr);
@@ -334,33 +327,7 @@ class BlockStore {
   // once; +1 kernel ref.
   Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);
   Status check_writable() const;
-  // Peers (block_store_peers.cc): the log follower, started at mount when
-  // the dir is shared; a lookup's import of what a peer has at (parent,
-  // name); readdir's of every name a peer has in dir; the follower's news.
-  Status open_peers();
-  Result<InodeRef> import_peer(uint64_t parent, std::string_view name);
-  void import_peer_children(uint64_t dir);
-  void peers_changed(const std::vector<std::string>& paths);
-  // An import whose name a peer's pass changed: kept with the peer's new
-  // extents if it holds the same bytes, else dropped.
-  void recheck_import(const InodeRef& in, const std::string& path);
-  // A peer's regular file at (parent, name) imported for an unlink or a
-  // rename (the kernel looks a name up first; other callers may not).
-  Result<InodeRef> import_peer_file(uint64_t parent, std::string_view name);
-  // Releases the listings' imports older than a minute (listed_).
-  void release_listed(int64_t now);
-  // A peer renamed or removed the directory at these paths: every import
-  // below the local directory there is checked again.
-  void peer_dirs_moved(const std::vector<std::string>& paths);
-  // This node's files that a peer unlinked (PeerLog::News::unlinks): each
-  // goes unless it was written again since that peer's look at it.
-  void apply_peer_unlinks(const std::vector<std::pair<uint64_t, int64_t>>& unlinks);
-  // After a peer's unlink here: the owner's version stays hidden, and an
-  // import of it made meanwhile goes too.
-  void hide_peer_file(const PeerOrigin& o, int64_t mtime_ns);
   Status copy_retired_file(const std::string& who, const PeerNodeFile& f, RetireResult* res);
-  // Unlinks a file found by identity, tells the kernel; false if it was gone.
-  bool drop_and_forget(const InodeRef& in);
 
   StoreConfig cfg_;
   const Clock* const clock_;
@@ -380,7 +347,8 @@ class BlockStore {
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
   std::unique_ptr<Evictor> evictor_;
-  std::unique_ptr<PeerLog> peers_;  // shared dirs only; stopped first at Close()
+  std::unique_ptr<HeldBlocks> held_;    // the blocks open files hold (OpenFile::held)
+  std::unique_ptr<PeerImports> peers_;  // shared dirs only; stopped first at Close()
   // Readers of segment extents hold it shared from choosing an extent until
   // their read completes; deleting a segment takes it exclusively.
   std::shared_mutex reclaim_mu_;
@@ -397,17 +365,7 @@ class BlockStore {
   std::atomic<uint64_t> dropped_files_{0};
   std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0}, file_lookups_{0};
   std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
-  // Bytes of the blocks open handles hold (OpenFile::held), outside the RAM
-  // tier's budget: bounded by held_limit().
-  std::atomic<uint64_t> held_bytes_{0}, held_block_hits_{0};
   std::atomic<uint64_t> peer_lookups_{0}, peer_read_bytes_{0};
-  std::atomic<uint64_t> peer_imports_{0}, peer_drops_{0}, peer_dirs_{0};
-  std::atomic<uint64_t> peer_unlinks_{0}, peer_unlinks_applied_{0};
-  // Peers' files imported by a listing (readdir), oldest first: the kernel
-  // never references those, so they are released (Namespace::release_import)
-  // a while later unless looked up meanwhile. listed_mu_ is a leaf.
-  std::mutex listed_mu_;
-  std::deque<std::pair<int64_t, InodeRef>> listed_;  // guarded by listed_mu_
 };
 
 }  // namespace kvfs

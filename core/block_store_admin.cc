@@ -8,6 +8,7 @@
 #include "core/flusher.h"
 #include "core/log.h"
 #include "core/option_table.h"
+#include "core/peer_imports.h"
 #include "core/segment_store.h"
 #include "core/segment_windows.h"
 #include "core/space_budget.h"
@@ -63,18 +64,21 @@ StoreStats BlockStore::stats() {
   st.negative_lookups = negative_lookups_.load();
   st.file_lookups = file_lookups_.load();
   st.ram_hit_bytes = ram_hit_bytes_.load();
-  st.held_block_hits = held_block_hits_.load();
-  st.held_bytes = held_bytes_.load();
+  st.held_block_hits = held_->hits();
+  st.held_bytes = held_->bytes();
   st.ram_miss_bytes = ram_miss_bytes_.load();
   st.peer_lookups = peer_lookups_.load();
   st.peer_read_bytes = peer_read_bytes_.load();
-  st.peer_imports = peer_imports_.load();
-  st.peer_drops = peer_drops_.load();
+  if (peers_) {
+    const PeerImports::Counters c = peers_->counters();
+    st.peer_imports = c.imports;
+    st.peer_drops = c.drops;
+    st.peer_unlinks = c.unlinks;
+    st.peer_unlinks_applied = c.unlinks_applied;
+    st.peer_dirs = c.dirs;
+    st.peers = peers_->stats();
+  }
   st.peer_releases = ns_->released_imports();
-  st.peer_unlinks = peer_unlinks_.load();
-  st.peer_unlinks_applied = peer_unlinks_applied_.load();
-  st.peer_dirs = peer_dirs_.load();
-  st.peers = peer_stats();
   st.live_bytes = segs_->live_bytes();
   return st;
 }
@@ -129,6 +133,14 @@ EvictorStats BlockStore::evictor_stats() {
 Result<EvictResult> BlockStore::evict(const EvictRequest& r) {
   KVFS_RETURN_IF_ERROR(check_writable());
   return evictor_->evict(r);
+}
+
+Status BlockStore::poll_peers() {
+  return peers_ ? peers_->poll() : Status::OK();
+}
+
+PeerStats BlockStore::peer_stats() const {
+  return peers_ ? peers_->stats() : PeerStats{};
 }
 
 const std::string& BlockStore::node_id() const {

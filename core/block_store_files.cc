@@ -123,27 +123,6 @@ Status BlockStore::closed(OpenFile* f) {
   return Status::OK();
 }
 
-void BlockStore::hold_locked(OpenFile* f, const ExtentKey& key, ConstBufRef buf) {
-  const uint64_t add = buf->capacity();
-  if (held_bytes_.fetch_add(add) + add > held_limit()) {
-    held_bytes_.fetch_sub(add);
-    return;  // keeps what it held
-  }
-  unhold_locked(f);
-  f->held = std::move(buf);
-  f->held_key = key;
-}
-
-void BlockStore::unhold_locked(OpenFile* f) {
-  if (!f->held) return;
-  held_bytes_.fetch_sub(f->held->capacity());
-  f->held.reset();
-}
-
-uint64_t BlockStore::held_limit() const {
-  return std::min<uint64_t>(32 * kBlockSize, ram_->capacity() / 4);
-}
-
 void BlockStore::release(OpenFile* f) {
   {
     std::lock_guard l(open_mu_);
@@ -151,7 +130,7 @@ void BlockStore::release(OpenFile* f) {
   }
   {
     std::lock_guard g(f->in->mu);
-    unhold_locked(f);
+    held_->unhold_locked(&f->held);
   }
   InodeRef in = std::move(f->in);
   const bool writable = f->writable;
@@ -218,22 +197,17 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
               Extent{},
               ExtentKey{},
               false};
-      if (b < in.blocks.size()) {
-        const BlockSlot& s = in.blocks[b];
-        p.valid = s.len;
-        if (s.buf) {
-          p.ref = s.buf;
-          in.blocks[b].lent = true;
-        } else if (s.ext.valid()) {
-          p.key = ExtentKey{s.ext.seg, s.ext.off};
-          if (f->held && f->held_key == p.key) {
-            // The rest of a block this load read part of: the same use of it.
-            p.ref = f->held;
-            p.held = true;
-          } else {
-            p.ref = ram_->lookup(p.key);
-            if (!p.ref) p.miss = s.ext;
-          }
+      FileData::Source src = FileData::source_locked(in, uint32_t(b));
+      p.valid = src.len;
+      if (src.dirty) {
+        p.ref = std::move(src.dirty);
+      } else if (src.ext.valid()) {
+        p.key = ExtentKey{src.ext.seg, src.ext.off};
+        if ((p.ref = held_->find_locked(f->held, p.key))) {
+          p.held = true;  // the rest of a block this load read part of: the same use of it
+        } else {
+          p.ref = ram_->lookup(p.key);
+          if (!p.ref) p.miss = src.ext;
         }
       }
       pieces.push_back(std::move(p));
@@ -246,10 +220,9 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
       in.atime_dirty = !in.peer;  // a peer's file is never written here
     }
   }
-  uint64_t ram_hits = 0, held_hits = 0;
-  for (Piece& p : pieces) ram_hits += p.ref != nullptr, held_hits += p.held;
+  uint64_t ram_hits = 0;
+  for (Piece& p : pieces) ram_hits += p.ref != nullptr;
   if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
-  if (held_hits) held_block_hits_.fetch_add(held_hits, std::memory_order_relaxed);
   // A cold read: read the next blocks of the file ahead, on the
   // prefetcher's threads, while this one reads what the client asked for
   // (a window, so that a long sequential read does not scan the whole file
@@ -273,7 +246,7 @@ Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out)
   for (auto p = pieces.rbegin(); p != pieces.rend(); ++p) {
     if (p->held || !p->ref || p->key.seg == 0 || (p->from == 0 && p->to >= p->valid)) continue;
     std::lock_guard g(in.mu);
-    hold_locked(f, p->key, p->ref);
+    held_->hold_locked(&f->held, p->key, p->ref);
     break;
   }
   out->refs.reserve(pieces.size());

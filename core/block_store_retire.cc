@@ -24,6 +24,7 @@
 #include "core/block_store.h"
 #include "core/disk_layout.h"
 #include "core/log.h"
+#include "core/peer_imports.h"
 #include "core/peer_log.h"
 #include "core/segment_store.h"
 
@@ -130,7 +131,7 @@ Result<BlockStore::RetireResult> BlockStore::retire_node(const std::string& who,
     return Status::Busy("node " + who + " is running (pid " + n->pid + " on " + n->host +
                         "): only a node that is gone for good is retired");
   KVFS_RETURN_IF_ERROR(peers_->poll());
-  const int64_t news = peers_->last_news_ns(who);
+  const int64_t news = peers_->log().last_news_ns(who);
   const double quiet = news ? double(clock_->now_ns() - news) / 1e9 : 1e18;
   if (quiet < idle_s)
     return Status::Busy("node " + who + " wrote to its log " + std::to_string(int(quiet)) +
@@ -139,7 +140,7 @@ Result<BlockStore::RetireResult> BlockStore::retire_node(const std::string& who,
                drop ? "deleting its data" : "copying its files here, then deleting its segments");
   RetireResult res;
   if (!drop) {
-    for (const PeerNodeFile& f : peers_->files_of(who)) {
+    for (const PeerNodeFile& f : peers_->log().files_of(who)) {
       if (Status s = copy_retired_file(who, f, &res); !s.ok()) {
         ++res.files_lost;
         spdlog::warn("retiring node {}: {} not copied: {}", who, f.path, s.ToString());

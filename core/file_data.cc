@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/log.h"
 #include "core/ram_tier.h"
@@ -47,6 +48,34 @@ bool FileData::ready_to_flush_locked(const Inode& in) {
 
 bool FileData::unused_locked(const Inode& in) {
   return !in.linked.load() && in.open_count == 0 && (!in.kept_for_kernel || in.nlookup.load() == 0);
+}
+
+FileData::Source FileData::source_locked(Inode& in, uint32_t idx) {
+  Source src;
+  if (idx >= in.blocks.size()) return src;
+  BlockSlot& s = in.blocks[idx];
+  src.len = s.len;
+  if (s.buf) {
+    s.lent = true;
+    src.dirty = s.buf;
+  } else if (s.ext.valid()) {
+    src.ext = s.ext;
+  }
+  return src;
+}
+
+bool FileData::move_extents_locked(Inode& in, const InodeSnapshot& now) {
+  if (!now.extents.empty() && now.extents.back().idx >= in.blocks.size()) return false;
+  if (now.size != in.size) return false;
+  std::vector<Extent> exts(in.blocks.size());
+  for (const BlockExtent& b : now.extents) exts[b.idx] = b.ext;
+  for (size_t i = 0; i < exts.size(); ++i) {
+    const Extent& o = in.blocks[i].ext;
+    if (o.valid() != exts[i].valid() || o.len != exts[i].len || o.hash != exts[i].hash)
+      return false;
+  }
+  for (size_t i = 0; i < exts.size(); ++i) in.blocks[i].ext = exts[i];
+  return true;
 }
 
 void FileData::free_locked(Inode& in) {

@@ -27,6 +27,7 @@
 
 #include "core/inode.h"
 #include "core/ram_tier.h"
+#include "core/record.h"
 #include "core/status.h"
 
 namespace kvfs {
@@ -52,6 +53,23 @@ class FileData {
   // An unlinked file's data may go: nobody has it open and, when a client
   // removed it, the kernel holds no inode it could still open.
   static bool unused_locked(const Inode& in);
+
+  // Where a reader finds block idx now: its dirty buffer, lent to the reader
+  // (a later write copies the block instead of changing the bytes under the
+  // reply), or the extent of its latest written copy, to look up in the RAM
+  // tier or read. Neither for a hole or a block past the slots; len: the
+  // valid bytes.
+  struct Source {
+    ConstBufRef dirty;
+    Extent ext;
+    uint32_t len = 0;
+  };
+  static Source source_locked(Inode& in, uint32_t idx);
+  // An import (a peer's file) whose owner moved its bytes: if `now` holds
+  // the same bytes as the slots (size, and each block's length and hash),
+  // the slots take its extents and it returns true; else nothing changes.
+  // Peers' segments count no live bytes here, so no accounting moves.
+  static bool move_extents_locked(Inode& in, const InodeSnapshot& now);
 
   // Frees every slot; a late open by inode number must then be a miss.
   void free_locked(Inode& in);

@@ -78,7 +78,7 @@ class Inode {
   // Set (before it is linked, never changed) for a file another node owns:
   // read only here, never journaled, flushed or evicted; its extents name
   // the peer's segments (SegmentStore's foreign ids), and may move under mu
-  // to where the peer has the same bytes now (block_store_peers.cc).
+  // to where the peer has the same bytes now (peer_imports.cc).
   std::unique_ptr<const PeerOrigin> peer;
 
   std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)

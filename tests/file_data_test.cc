@@ -48,6 +48,58 @@ TEST_F(FileDataTest, AWriteIsChargedAndAFlushMovesItToTheCleanCache) {
   EXPECT_TRUE(in.evicted);
 }
 
+// A reader is told where each block is: a dirty buffer is lent (a later
+// write copies instead of changing the bytes under the reply), a flushed one
+// is its extent, a hole is neither.
+TEST_F(FileDataTest, ASourceLendsADirtyBufferAndNamesAFlushedExtent) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  write(in, 0, 4096, 'a');
+  write(in, 2 * kBlockSize, 4096, 'c');
+  flush(in);
+  write(in, kBlockSize, 4096, 'b');
+  std::unique_lock g(in.mu);
+  const FileData::Source dirty = FileData::source_locked(in, 1);
+  ASSERT_TRUE(dirty.dirty);
+  EXPECT_EQ(dirty.len, 4096u);
+  EXPECT_TRUE(in.blocks[1].lent);
+  const FileData::Source clean = FileData::source_locked(in, 0);
+  EXPECT_FALSE(clean.dirty);
+  EXPECT_EQ(clean.ext.seg, in.blocks[0].ext.seg);
+  EXPECT_EQ(clean.ext.off, in.blocks[0].ext.off);
+  EXPECT_FALSE(FileData::source_locked(in, 7).ext.valid());
+  g.unlock();
+  // The lent buffer keeps the bytes the reader got; the write goes elsewhere.
+  write(in, kBlockSize, 10, 'z');
+  EXPECT_EQ(bytes_of(dirty.dirty, 0, 10), std::string(10, 'b'));
+  std::lock_guard g2(in.mu);
+  EXPECT_EQ(bytes_of(in.blocks[1].buf, 0, 10), std::string(10, 'z'));
+}
+
+// An import whose owner copied its bytes elsewhere takes the new extents;
+// other bytes (a hash, a length, the size) change nothing.
+TEST_F(FileDataTest, MovedExtentsAreTakenOnlyForTheSameBytes) {
+  Inode in(2);
+  in.mode = S_IFREG | 0644;
+  write(in, 0, 8192, 'a');
+  write(in, kBlockSize, 100, 'b');
+  flush(in);
+  std::lock_guard g(in.mu);
+  InodeSnapshot now = FileData::snapshot_locked(in, kRootIno, "f");
+  ASSERT_EQ(now.extents.size(), 2u);
+  for (BlockExtent& b : now.extents) b.ext.off += 1 << 20;  // moved along the segment
+  InodeSnapshot other = now;
+  other.extents[1].ext.hash ^= 1;
+  EXPECT_FALSE(FileData::move_extents_locked(in, other));
+  other = now;
+  other.size += 1;
+  EXPECT_FALSE(FileData::move_extents_locked(in, other));
+  EXPECT_NE(in.blocks[0].ext.off, now.extents[0].ext.off) << "a refusal changed nothing";
+  EXPECT_TRUE(FileData::move_extents_locked(in, now));
+  EXPECT_EQ(in.blocks[0].ext.off, now.extents[0].ext.off);
+  EXPECT_EQ(in.blocks[1].ext.off, now.extents[1].ext.off);
+}
+
 TEST_F(FileDataTest, APartialWriteOfAColdBlockNamesTheExtentToKeep) {
   Inode in(2);
   in.mode = S_IFREG | 0644;
