@@ -99,10 +99,10 @@ void give_back_all(const std::array<std::vector<Idle>, kClasses>& drop) {
 
 // No idle buffer of class c: halves the smallest larger idle one that was
 // touched already, down to c (a buddy split, never merged again), keeping
-// one half of each size idle. On a VM where first touch costs ~0.4 GB/s
-// against memcpy's 20, the mount-time prefault (1 MiB buffers) would
-// otherwise help only files whose blocks are all full: a cold read of a
-// 512 KiB chunk faulted in a fresh buffer and ran at a quarter of the link.
+// one half of each size idle. Where first touch is slow (a VM), the
+// mount-time prefault (1 MiB buffers) would otherwise help only files whose
+// blocks are all full: a cold read of a small chunk would fault in a fresh
+// buffer and run at a fraction of the link.
 char* split_locked(Pool& p, int c) {
   int from = c + 1;
   while (from < kClasses && p.free[from].empty()) ++from;

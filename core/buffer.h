@@ -3,8 +3,9 @@
 // file. Aligned so that the same memory can be handed to O_DIRECT I/O.
 //
 // Freed buffers are recycled through a free list per size class: memory
-// touched for the first time is slow in VMs (0.2-0.5 GB/s), so reusing warm
-// buffers keeps writes and cold reads at memcpy speed. A class with no idle
+// touched for the first time is far slower than a memcpy in VMs (figures in
+// bench/README.md, "Why the code is as it is"), so reusing warm buffers
+// keeps writes and cold reads at memcpy speed. A class with no idle
 // buffer halves a larger idle one before it takes fresh memory (a buddy
 // split; the pieces are not merged again, and an unwanted piece's memory
 // goes back with madvise). The RamTier trims the free list to the part of

@@ -134,7 +134,7 @@ bool on_network_fs(const std::string& dir);
 // flush_threads when not given: 4 on a network filesystem, where every write
 // and COMMIT waits a round trip and more flushers keep more of the link busy
 // while one waits on its fdatasync; 2 on a local disk, where more flushers
-// only interleave more segments (the vLLM pattern loaded 20 % slower with 4).
+// only interleave more segments, which later loads pay for (bench/README.md).
 unsigned default_flush_threads(const std::string& backing_dir);
 
 // "64M", "1G", "4096", "1.5T" -> bytes. K/M/G/T are powers of 1024.

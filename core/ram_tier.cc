@@ -135,10 +135,8 @@ RamTier::List RamTier::admit_locked(Shard& s, uint64_t gap, uint64_t now, bool f
   // push out has lain unused. Not merely sooner: a load reads a prefix's
   // blocks in parallel, in a new order each round, so in a loop the
   // newcomer and the block used just before it last round differ by a few
-  // uses either way, and "sooner" swapped them back and forth (the blocks
-  // of multi-round QA at an eighth in RAM: 28 % of the loads from RAM
-  // against 39 % with the half, in a replay with each request's loads
-  // shuffled; 39 % both ways in order).
+  // uses either way, and "sooner" swapped them back and forth (measured
+  // with multi-round QA: bench/README.md).
   const uint64_t idle = now > victim_last ? now - victim_last : 0;
   if (gap == ReuseTable::kUnknown || gap >= idle / 2) return kOnce;
   ++s.admitted;

@@ -45,9 +45,8 @@
 // next chat's blocks, never hit twice, churned through probation. And
 // eviction takes the least recently used tail over all shards, not the
 // next shard's in turn, which pushed out blocks used a moment ago while
-// another shard held blocks of a finished chat (multi-round QA at an
-// eighth of its data in RAM, replayed through the tier: 30 % of the loads
-// from RAM before, 39 % now, 44 % for an oracle that knows the future).
+// another shard held blocks of a finished chat (the multi-round QA figures
+// before and after are in bench/README.md).
 // Blocks read once leave first across all shards, not only within one
 // (evict_locked()).
 //

@@ -142,7 +142,7 @@ void SegmentWindows::after_read(const Extent& ext) {
     // the threads read at once: a window still queued when the client
     // comes is no use to it (take() waits only for one being read), and
     // each walk that queues more than the threads read lags further
-    // behind (8M: 0.56 GB/s on lan-nfs's 1.1 against 0.98 at 7M).
+    // behind (the cliff this avoided is in bench/README.md).
     const unsigned depth = std::min(static_cast<unsigned>(readahead_ / kWindow), kThreads - 1);
     if (stop_ || max_bytes_ < kWindow || depth == 0) return;
     // Forward through the segment: starts at most kSeqGap past the end of
