@@ -83,7 +83,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   s->evictor_ = std::make_unique<Evictor>(
       Evictor::Parts{&s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(),
                      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get(),
-                     s->flusher_.get(), &s->reclaim_mu_, &s->forgetting_});
+                     s->flusher_.get(), &s->notices_, &s->reclaim_mu_, &s->forgetting_});
   // Segments a restart cut short in their grace get a whole new one: a peer
   // may have been reading them until just now.
   s->segs_->set_due_of_found_retired(s->clock_->now_ns() + int64_t(cfg.segment_grace_s * 1e9));
@@ -109,8 +109,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
     s->flusher_->start();
     s->evictor_->start();
   }
-  PeerImports::Parts pp{&s->cfg_,        s->clock_,    s->segs_.get(), s->io_.get(),
-                        s->index_.get(), s->ns_.get(), s->data_.get(), s->evictor_.get()};
+  PeerImports::Parts pp{&s->cfg_,       s->clock_,         s->segs_.get(),
+                        s->io_.get(),   s->index_.get(),   s->ns_.get(),
+                        s->data_.get(), s->evictor_.get(), &s->notices_};
   auto peers = PeerImports::Open(pp);
   if (!peers.ok()) return peers.status();
   s->peers_ = std::move(*peers);

@@ -29,8 +29,10 @@
 //   Evictor, Flusher -> SpaceBudget, Namespace, FileData, RamTier,
 //                       SegmentStore, Index, BackingIo
 //   FileData   -> RamTier, SegmentStore
-//   PeerImports -> PeerLog, Namespace, FileData, Evictor (kernel notices),
+//   PeerImports -> PeerLog, Namespace, FileData, Evictor (settled unlinks),
 //                  Index (pending unlinks)
+//   Evictor, PeerImports, BlockStore's read path -> NameNotices (the kernel
+//                  forgets a removed name; fs/ listens)
 //   SpaceBudget -> SpaceUsage (SegmentStore's sizes)
 //   SegmentStore -> BackingIo
 //   PeerLog    -> SegmentStore (foreign segment ids), BackingIo
@@ -60,8 +62,8 @@
 //   -> FileData::flight_mu_ (a cold read; never with an inode's mu held)
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
 //      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
-//      Prefetcher::mu_, PeerLog::mu_, Evictor::listener_mu_ (the listener
-//      itself runs with no lock held), PeerImports::listed_mu_.
+//      Prefetcher::mu_, PeerLog::mu_, Evictor::settled_mu_, NameNotices::mu_
+//      (its listener runs with no lock held), PeerImports::listed_mu_.
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -160,7 +162,7 @@ struct StoreStats {
   uint64_t ram_block_hits = 0;    // 1 MiB blocks served from RAM
   uint64_t negative_lookups = 0;  // names looked up that do not exist (KV misses)
   uint64_t file_lookups = 0;      // lookups that found a regular file (KV hits)
-  // Of those, the hits on files another node owns (peer_imports.cc),
+  // Of those, the hits on files another node owns (an import, peer_imports.h),
   // and the bytes read from them.
   uint64_t peer_lookups = 0, peer_read_bytes = 0;
   // Files imported from peers' logs, imports dropped for a peer's newer
@@ -287,7 +289,7 @@ class BlockStore {
   // Told (parent, name, ino) after the evictor removed a name, or the store
   // dropped a file, so that the kernel's caches can be invalidated. Called
   // with no lock held; may be set or cleared while the store runs.
-  using EvictListener = Evictor::Listener;
+  using EvictListener = NameNotices::Listener;
   void set_eviction_listener(EvictListener fn);
 
   // --- the other nodes of a shared backing dir (peer_log.h) ---
@@ -346,6 +348,7 @@ class BlockStore {
   std::unique_ptr<MetaJournal> journal_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<Flusher> flusher_;
+  NameNotices notices_;  // before the parts that tell it
   std::unique_ptr<Evictor> evictor_;
   std::unique_ptr<HeldBlocks> held_;    // the blocks open files hold (OpenFile::held)
   std::unique_ptr<PeerImports> peers_;  // shared dirs only; stopped first at Close()

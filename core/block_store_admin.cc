@@ -162,7 +162,7 @@ Result<uint64_t> BlockStore::resolve(std::string_view path) {
 }
 
 void BlockStore::set_eviction_listener(EvictListener fn) {
-  evictor_->set_listener(std::move(fn));
+  notices_.set_listener(std::move(fn));
 }
 
 StoreConfig BlockStore::live_config() const {

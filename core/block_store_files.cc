@@ -168,7 +168,7 @@ void BlockStore::drop_file(const InodeRef& in, const Status& why) {
     dropped_files_.fetch_add(1);
     spdlog::error("file {} (inode {}) dropped from the cache: {}", ns_->path(parent, name), in->ino,
                   why.ToString());
-    evictor_->notify(parent, name, in->ino);  // the kernel forgets it too
+    notices_.gone(parent, name, in->ino);  // the kernel forgets it too
   }
 }
 

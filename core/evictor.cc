@@ -44,23 +44,9 @@ Evictor::~Evictor() {
   stop();
 }
 
-void Evictor::set_listener(Listener fn) {
-  std::lock_guard l(listener_mu_);
-  on_evict_ = std::move(fn);
-}
-
 void Evictor::set_unlink_settled(UnlinkSettled fn) {
-  std::lock_guard l(listener_mu_);
+  std::lock_guard l(settled_mu_);
   unlink_settled_ = std::move(fn);
-}
-
-void Evictor::notify(uint64_t parent, const std::string& name, uint64_t ino) {
-  Listener fn;
-  {
-    std::lock_guard l(listener_mu_);
-    fn = on_evict_;
-  }
-  if (fn) fn(parent, name, ino);
 }
 
 void Evictor::start() {
@@ -176,7 +162,7 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
       if (r.in->open_count == 0) p_.data->free_locked(*r.in);
     }
     parents.push_back(r.parent);
-    notify(r.parent, r.name, r.in->ino);
+    p_.notices->gone(r.parent, r.name, r.in->ino);
   }
   if (res) {
     res->files += out.size();
@@ -238,7 +224,7 @@ void Evictor::remove_empty_dirs(std::vector<uint64_t> dirs, int64_t now) {
     auto parent = p_.ns->remove_empty_dir(d);
     if (!parent.ok()) continue;
     dirs_removed_.fetch_add(1);
-    notify(*parent, d->name, d->ino);
+    p_.notices->gone(*parent, d->name, d->ino);
     dirs.push_back(*parent);
   }
 }
@@ -425,7 +411,7 @@ Result<EvictResult> Evictor::evict(const EvictRequest& r) {
         auto parent = p_.ns->remove_empty_dir(d);
         if (!parent.ok()) continue;
         dirs_removed_.fetch_add(1);
-        notify(*parent, d->name, d->ino);
+        p_.notices->gone(*parent, d->name, d->ino);
         d.reset();
         progress = true;
       }

@@ -21,7 +21,7 @@
 //
 // Never evicted: open files, files looked up / stat'ed / read / touched within
 // evict_grace (plus the kernel's cache timeouts), and dirty files. The
-// kernel's caches of an evicted name are invalidated through the listener.
+// kernel's caches of an evicted name are invalidated through NameNotices.
 // When nothing can be evicted, flushes wait briefly (SpaceBudget::
 // wait_for_room: as long as each pass frees space or evicts files) and then
 // fail with ENOSPC instead of growing past capacity plus one segment. The
@@ -46,6 +46,7 @@
 #include "core/clock.h"
 #include "core/inode.h"
 #include "core/log.h"
+#include "core/name_notices.h"
 #include "core/status.h"
 
 namespace kvfs {
@@ -105,20 +106,15 @@ class Evictor {
     SpaceBudget* budget;            // the cap, room and pass requests
     FileData* data;                 // slots: freed, copied forward, cold reads
     Flusher* flusher;               // writes copies forward and carried entries
+    NameNotices* notices;           // the kernel forgets each name removed
     std::shared_mutex* reclaim_mu;  // readers of extents shared, deletion exclusive
     // Raised while a deletion waits for reclaim_mu: read-ahead starts no
     // read then (shared holders may otherwise keep it waiting for good).
     std::atomic<int>* forgetting = nullptr;
   };
-  // Told (parent, name, ino) after a name was removed, with no lock held.
-  using Listener = std::function<void(uint64_t, const std::string&, uint64_t)>;
-
   explicit Evictor(const Parts& parts);
   ~Evictor();
 
-  // May be set or cleared while passes run (the mount sets it once its FUSE
-  // session exists, and clears it before the session goes).
-  void set_listener(Listener fn);
   // Whether the owner of a peer's file that this node unlinked (record.h
   // kPeerUnlink) has removed or rewritten that version: then reclamation
   // may drop the entry; until then it is carried forward, or an owner down
@@ -126,9 +122,6 @@ class Evictor {
   // read; unset, every such entry is carried.
   using UnlinkSettled = std::function<bool(const RecordEntry&)>;
   void set_unlink_settled(UnlinkSettled fn);
-  // Calls the listener, if any, with no lock held (also for a file the store
-  // dropped for another reason).
-  void notify(uint64_t parent, const std::string& name, uint64_t ino);
   void start();
   // Stops the budget's waits too (a flush then fails at once for lack of
   // room instead of waiting for passes that will not come).
@@ -178,9 +171,8 @@ class Evictor {
 
   const Parts p_;
   std::atomic<int64_t> grace_ns_{0};
-  std::mutex listener_mu_;
-  Listener on_evict_;             // guarded by listener_mu_
-  UnlinkSettled unlink_settled_;  // guarded by listener_mu_
+  std::mutex settled_mu_;
+  UnlinkSettled unlink_settled_;  // guarded by settled_mu_
 
   std::mutex pass_mu_;  // one pass at a time
   std::thread thread_;

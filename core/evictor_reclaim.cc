@@ -172,7 +172,7 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
   if (!unlinks.empty()) {
     UnlinkSettled settled;
     {
-      std::lock_guard l(listener_mu_);
+      std::lock_guard l(settled_mu_);
       settled = unlink_settled_;
     }
     for (auto& e : unlinks)

@@ -9,6 +9,7 @@
 #include "core/file_data.h"
 #include "core/index.h"
 #include "core/log.h"
+#include "core/name_notices.h"
 #include "core/segment_store.h"
 
 namespace kvfs {
@@ -182,8 +183,8 @@ bool PeerImports::drop_and_forget(const InodeRef& in) {
     std::lock_guard g(in->mu);
     if (FileData::unused_locked(*in)) p_.data->free_locked(*in);  // its cached blocks too
   }
-  p_.ns->reap_if_unused(in);                  // else forget() or the last close does
-  p_.evictor->notify(parent, name, in->ino);  // the kernel forgets it too
+  p_.ns->reap_if_unused(in);                // else forget() or the last close does
+  p_.notices->gone(parent, name, in->ino);  // the kernel forgets it too
   return true;
 }
 

@@ -40,6 +40,7 @@ class BackingIo;
 class Evictor;
 class FileData;
 class Index;
+class NameNotices;
 class SegmentStore;
 struct StoreConfig;
 
@@ -51,10 +52,11 @@ class PeerImports {
     const Clock* clock;
     SegmentStore* segs;
     BackingIo* io;
-    Index* index;      // this node's pending unlinks of peers' files
-    Namespace* ns;     // where imports are linked
-    FileData* data;    // a dropped file's cached blocks
-    Evictor* evictor;  // tells the kernel what went; asks whether an unlink settled
+    Index* index;          // this node's pending unlinks of peers' files
+    Namespace* ns;         // where imports are linked
+    FileData* data;        // a dropped file's cached blocks
+    Evictor* evictor;      // asks whether an unlink settled
+    NameNotices* notices;  // the kernel forgets each name removed
   };
   // nullptr when the backing dir is not shared. Reads the peers' logs once
   // before it returns (what they had at mount is there before the mount is
