@@ -104,9 +104,8 @@ json config_json(BlockStore& st, const FsConfig& cfg) {
 
 // kvfs-admin config K=V...: every value is parsed into a copy of the live
 // settings, the copy is validated as a whole, then applied at once; nothing
-// changes unless all are valid. "set" is a list
-// of [key, value] pairs (an object, from older clients, is taken in its own
-// order).
+// changes unless all are valid. "set" is a list of [key, value] pairs (an
+// object, from older clients, is taken in its own order).
 json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
   std::vector<std::pair<std::string, std::string>> kv;
   auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
