@@ -68,6 +68,17 @@ record() {
 \"daemon_sys_s\": $(awk "BEGIN{print $ds1-$ds0}"), \"miss_bytes\": ${6:-0}}" >>"$RAW"
 }
 
+# kvfs_reads PHASE: every file read once through the mount, with the
+# daemon's CPU and the bytes that missed the RAM tier.
+kvfs_reads() {
+  local m0 d0 d1 c
+  m0=$(stat_of "['cache']['ram_miss_bytes']")
+  d0=$(proc_cpu "$pid")
+  c=$(client read36 "$KMNT" --file c --size "$SIZE" --count "$FILES" --iters 1 --warmup 0)
+  d1=$(proc_cpu "$pid")
+  record kvfs "$1" "$c" "$d0" "$d1" $(($(stat_of "['cache']['ram_miss_bytes']") - m0))
+}
+
 for r in $(seq "$ROUNDS"); do
   log "round $r of $ROUNDS"
   mount_fresh "$RAM" "capacity=$((RAM * 4))"
@@ -78,11 +89,7 @@ for r in $(seq "$ROUNDS"); do
   "$ADMIN" flush "$KMNT" --wait >/dev/null
   record kvfs store "$c" "$d0" "$(proc_cpu "$pid")"
   # RAM hits: every file is still in the RAM tier.
-  m0=$(stat_of "['cache']['ram_miss_bytes']")
-  d0=$(proc_cpu "$pid")
-  c=$(client read36 "$KMNT" --file c --size "$SIZE" --count "$FILES" --iters 1 --warmup 0)
-  d1=$(proc_cpu "$pid")
-  record kvfs ram_hit "$c" "$d0" "$d1" $(($(stat_of "['cache']['ram_miss_bytes']") - m0))
+  kvfs_reads ram_hit
   # Cold reads: a new daemon (empty RAM tier), the page cache dropped.
   umount_kvfs
   sync
@@ -90,11 +97,7 @@ for r in $(seq "$ROUNDS"); do
   mount_kvfs "$RAM" "capacity=$((RAM * 4))"
   wait_settled 20
   pid=$(kvfs_pid)
-  m0=$(stat_of "['cache']['ram_miss_bytes']")
-  d0=$(proc_cpu "$pid")
-  c=$(client read36 "$KMNT" --file c --size "$SIZE" --count "$FILES" --iters 1 --warmup 0)
-  d1=$(proc_cpu "$pid")
-  record kvfs cold_read "$c" "$d0" "$d1" $(($(stat_of "['cache']['ram_miss_bytes']") - m0))
+  kvfs_reads cold_read
   umount_kvfs
   # The same client straight on a directory of the backing dir's filesystem.
   rm -rf "$PLAIN" && mkdir -p "$PLAIN"
