@@ -745,10 +745,14 @@ def test_capacity_full_stores_fail_enospc(kvfs, harnesses, io_path, pool_errors,
     if full == "cap":
         k.admin("config", str(k.mnt), f"capacity={4 * CAP_MIB}M")
     else:
-        # The volume grows (as an admin would); kvfs's pending flushes retry.
+        # The volume grows (as an admin would). kvfs learns of the room when
+        # its pending flushes retry: within a second, or at once on
+        # `kvfs-admin flush` (docs/operations.md, ENOSPC); until then it
+        # still refuses writes, so the admin's flush comes first.
         r = subprocess.run(["mount", "-o", f"remount,size={4 * CAP_MIB}M", str(k.backing)],
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr
+        k.admin("flush", "--wait", str(k.mnt))
     ok2, bad2 = store_waves(h, 10_000, 16, stop_at_failure=False, between=flush)
     assert not bad2, f"stores still fail after making room: {pool_errors[-3:]}"
     assert load_each(h, ok2)[0] == ok2
