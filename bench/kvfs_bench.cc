@@ -413,7 +413,7 @@ int usage() {
       "  mrqa   DIR [--client vllm|nixl-gds|lmcache-fs] [--context-tokens 1000] [--users 15]\n"
       "         [--rounds 20] [--qps 2] [--time 1200]\n"
       "         [--concurrency 4] [--write-threads 16] [--read-threads 32] [--backing-dir P]\n"
-      "         [--label L] [--flush 1] [--peer-dir DIR2] [--dry-run]\n"
+      "         [--label L] [--flush 1] [--peer-dir DIR2[,DIR3..]] [--route rr|user] [--dry-run]\n"
       "  visibility DIR --peer-dir DIR2 [--files 40] [--size 4M] [--poll-ms 2] [--timeout 30]\n"
       "  rw1m   DIR [--size 256M] [--count 4] [--drop-caches 0]\n"
       "  meta   DIR [--count 20000] [--threads 1]\n"

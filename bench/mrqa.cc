@@ -36,12 +36,15 @@
 //       [--users 15] [--rounds 20] [--qps 2] [--time 1200] [--system-prompt 1000]
 //       [--answer 100] [--question 32] [--concurrency 4] [--write-threads 16]
 //       [--read-threads 32] [geometry | --chunk-bytes B] [--backing-dir PATH]
-//       [--label NAME] [--flush 1] [--peer-dir DIR2] [--user-gap S] [--dry-run]
+//       [--label NAME] [--flush 1] [--peer-dir DIR2[,DIR3...]] [--route rr|user]
+//       [--user-gap S] [--dry-run]
 //
-// --peer-dir: two instances behind a round-robin balancer. A user's requests
-// alternate between DIR (rounds 2, 4, ...) and DIR2 (rounds 1, 3, ...), the
-// same relative paths under each: two kvfs nodes over one backing dir, or
-// (DIR2 = DIR) two clients of one shared plain dir.
+// --peer-dir: more instances behind a balancer (DIR is the first), the same
+// relative paths under each: kvfs nodes over one backing dir, or (DIR2 =
+// DIR) clients of one shared plain dir. --route rr (the default): a user's
+// round r goes to instance r % N, so with two a user's requests alternate;
+// --route user: every round of user u goes to instance u % N, as a
+// prefix-aware router keeps a conversation where its prefix is.
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -155,6 +158,8 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   const uint64_t salt = a.num("salt", rand64() & 0xffffffffffull);
   std::string ctl = a.str("control", "auto");
   const std::string peer_dir = a.str("peer-dir", "");
+  const std::string route = a.str("route", "rr");
+  if (route != "rr" && route != "user") die("--route: rr or user");
   const double user_gap = a.real("user-gap", 0);
   a.check_all_used();
   const size_t size = g.chunk_bytes;
@@ -167,8 +172,16 @@ int cmd_mrqa(const std::string& dir, Args& a) {
     need_chunks += r.tokens / bt, max_user = std::max<uint64_t>(max_user, r.user);
   Json j;
   j.add("cmd", "mrqa").add("client", client).add("dir", dir).add("label", label);
+  // The instances' roots: DIR, then each of --peer-dir's not named before.
+  std::vector<std::string> roots{dir};
+  for (size_t at = 0; !peer_dir.empty() && at <= peer_dir.size();) {
+    const size_t comma = std::min(peer_dir.find(',', at), peer_dir.size());
+    const std::string d = peer_dir.substr(at, comma - at);
+    if (!d.empty() && std::find(roots.begin(), roots.end(), d) == roots.end()) roots.push_back(d);
+    at = comma + 1;
+  }
   if (!peer_dir.empty())
-    j.add("peer_dir", peer_dir).add("nodes", uint64_t(peer_dir == dir ? 1 : 2));
+    j.add("peer_dir", peer_dir).add("nodes", uint64_t(roots.size())).add("route", route);
   j.add("users", w.users)
       .add("rounds", w.rounds)
       .add("qps", w.qps, 2)
@@ -187,10 +200,7 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   // The chunk of (user, index) in prefix order, named as the client names it.
   const bool is_vllm = client == "vllm", is_nixl = client == "nixl-gds";
   bool direct = false;
-  // The same relative paths under each instance's root (a second one with
-  // --peer-dir).
-  std::vector<std::string> roots{dir};
-  if (!peer_dir.empty() && peer_dir != dir) roots.push_back(peer_dir);
+  // The same relative paths under each instance's root.
   std::vector<std::string> store_dirs;
   for (const std::string& root : roots) {
     if (is_vllm) {  // <root>/<model>_<12 hex>_r0/...
@@ -204,10 +214,11 @@ int cmd_mrqa(const std::string& dir, Args& a) {
     }
   }
   if (direct && size % kPage) die("O_DIRECT needs a chunk size that is a multiple of 4096");
-  // Round r of a user goes to instance r % 2 (round-robin per user).
+  // The instance of a user's round (--route).
+  const bool by_user = route == "user";
   auto chunk_path = [&](uint32_t user, uint64_t i, uint32_t round = 0) {
     const std::string h = hex64(splitmix64(salt ^ (i < shared_chunks ? 0 : user)), i);
-    const std::string& sd = store_dirs[round % store_dirs.size()];
+    const std::string& sd = store_dirs[(by_user ? user : round) % store_dirs.size()];
     if (is_vllm) return vllm_block_path(sd, h);
     if (is_nixl) return clients::nixl_name(sd, "Qwen/Qwen3-8B", 0, h);
     return clients::lmcache_fs_name(sd, "Qwen3-8B", g.tp, 0, h);
@@ -248,15 +259,15 @@ int cmd_mrqa(const std::string& dir, Args& a) {
   };
   if (ctl == "auto") ctl = find_kvfs_control(dir);
   const bool is_kvfs = !ctl.empty();
-  const std::string ctl2 = roots.size() > 1 && is_kvfs ? find_kvfs_control(roots[1]) : "";
-  // One node's stats, or with two the sum of their numbers (nested objects
-  // added field by field; the per-peer lists are left out).
+  std::vector<std::string> more_ctls;  // the other instances' kvfs
+  for (size_t i = 1; is_kvfs && i < roots.size(); ++i)
+    if (std::string c = find_kvfs_control(roots[i]); !c.empty()) more_ctls.push_back(c);
+  // One node's stats, or with several the sum of their numbers (nested
+  // objects added field by field; the per-peer lists are left out).
   auto stats = [&]() -> std::optional<nlohmann::json> {
     if (!is_kvfs) return std::nullopt;
     auto s1 = kvfs_control(ctl, "{\"cmd\":\"stats\"}");
-    if (ctl2.empty() || !s1) return s1;
-    auto s2 = kvfs_control(ctl2, "{\"cmd\":\"stats\"}");
-    if (!s2) return s1;
+    if (!s1) return s1;
     std::function<void(nlohmann::json&, const nlohmann::json&)> add = [&](nlohmann::json& x,
                                                                           const nlohmann::json& y) {
       for (auto it = y.begin(); it != y.end(); ++it) {
@@ -268,7 +279,8 @@ int cmd_mrqa(const std::string& dir, Args& a) {
           v = v.get<double>() + it->get<double>();
       }
     };
-    add(*s1, *s2);
+    for (const std::string& c : more_ctls)
+      if (auto s2 = kvfs_control(c, "{\"cmd\":\"stats\"}")) add(*s1, *s2);
     return s1;
   };
   TreeCount dir0, back0;

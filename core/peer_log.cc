@@ -74,15 +74,23 @@ void PeerLog::stop() {
 
 void PeerLog::run(double interval_s) {
   const auto step = std::chrono::duration<double>(interval_s);
+  std::chrono::duration<double> last{0};
   for (;;) {
     {
+      // A slow dir (a busy or far server) gets fewer passes: the thread
+      // spends at most about a third of its time in them, up to a pause of
+      // kMaxPause between passes.
+      const auto pause = std::max<std::chrono::duration<double>>(
+          step, std::min<std::chrono::duration<double>>(2 * last, kMaxPause));
       std::unique_lock l(stop_mu_);
-      if (stop_cv_.wait_for(l, step, [&] { return stop_; })) return;
+      if (stop_cv_.wait_for(l, pause, [&] { return stop_; })) return;
     }
     static LogLimiter limit;
     uint64_t held = 0;
-    if (Status s = poll(); !s.ok() && limit.allow(&held))
+    const auto t0 = std::chrono::steady_clock::now();
+    if (Status s = poll(Pass::kFollow); !s.ok() && limit.allow(&held))
       spdlog::warn("reading the peers' segment logs: {} ({} more like it)", s.ToString(), held);
+    last = std::chrono::steady_clock::now() - t0;
   }
 }
 
@@ -150,23 +158,57 @@ Status PeerLog::io(const std::string& what, std::function<Status()> fn) {
   return io_ ? io_->run(what, std::move(fn)) : fn();
 }
 
-Status PeerLog::poll() {
+void PeerLog::pass_done_locked(std::chrono::steady_clock::time_point began, bool listed,
+                               uint64_t opens, bool failed) {
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began)
+          .count();
+  ++passes_;
+  if (failed) ++errors_;
+  listings_ += listed ? 1 : 0;
+  segment_opens_ += opens;
+  pass_ns_ += ns;
+  slowest_pass_ns_ = std::max(slowest_pass_ns_, ns);
+}
+
+Status PeerLog::poll(Pass kind) {
   std::lock_guard pass(pass_mu_);
+  // The pass's cost as the server sees it (wall time, not this clock_:
+  // a test's manual clock does not move while a pass waits on the dir).
+  const auto began = std::chrono::steady_clock::now();
+  uint64_t opens = 0;
   Status first;
   auto fail = [&](Status s) {
     if (first.ok()) first = std::move(s);
   };
-  // 1. The listing: every peer segment there is now.
+  const uint64_t pass_no = pass_no_++;
+  const bool full = pass_no % kFullPassEvery == 0;
+  // A quiet peer's segments rest between looks (see Pass): in a fleet most
+  // peers are idle at any time, and each look costs the server an open per
+  // segment. (Not a single closed segment of an active peer: a peer cannot
+  // tell it from an open one that holds metadata records only.)
+  const bool look_all = kind == Pass::kFull || full || pass_no % kRestEvery == 0;
+  auto resting = [&](const Seg& sg) {
+    if (look_all) return false;
+    auto q = quiet_.find(sg.node);
+    return q != quiet_.end() && q->second >= kQuietPasses;
+  };
+  // 1. The listing: every peer segment there is now. Skipped while every
+  // known peer rests (also when none is known yet: a lone node), as its
+  // cost grows with the dir; the segments keep their last listing.
+  bool listing = look_all;
+  for (auto& [k, sg] : seg_table_) listing |= sg.listed && !resting(sg);
   auto names = std::make_shared<std::vector<std::string>>();
-  if (Status s =
-          io("listing of " + dir_, [dir = dir_, names] { return list_segments(dir, names.get()); });
-      !s.ok()) {
-    std::lock_guard l(mu_);
-    ++passes_;
-    ++errors_;  // the lag of every peer grows meanwhile (last_full_ns stays)
-    return s;
+  if (listing) {
+    if (Status s = io("listing of " + dir_,
+                      [dir = dir_, names] { return list_segments(dir, names.get()); });
+        !s.ok()) {
+      std::lock_guard l(mu_);
+      pass_done_locked(began, true, 0, true);  // every peer's lag grows (last_full_ns stays)
+      return s;
+    }
+    for (auto& [k, sg] : seg_table_) sg.listed = false;
   }
-  for (auto& [k, s] : seg_table_) s.listed = false;
   for (const std::string& name : *names) {
     auto n = layout::parse_segment_name(name);
     if (!n || n->node == own_) continue;
@@ -198,35 +240,48 @@ Status PeerLog::poll() {
       if (s.listed) ids[k.first].push_back(k.second);
     for (auto& [node, v] : ids) hot_from[node] = v.size() > kHot ? v[v.size() - kHot] : 0;
   }
-  const bool full = pass_no_++ % kFullPassEvery == 0;
-  std::set<std::string> failed;  // nodes whose log could not all be read
+  std::set<std::string> failed;        // nodes whose log could not all be read
+  std::map<std::string, bool> active;  // nodes looked at -> something changed
   for (auto& [k, s] : seg_table_) {
     if (!s.listed) {
       gone.push_back(k);
+      active[k.first] = true;
       continue;
     }
+    // New in the listing, or grown at the last look: read now, and its node
+    // is active.
+    if (s.grew) active[k.first] = true;
+    if (resting(s) && !s.grew) continue;
     if (!full && !s.grew && k.second < hot_from[k.first]) continue;
     auto out = std::make_shared<ScanOut>();
+    ++opens;
     Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {
       return scan_peer_segment(path, id, pos, out.get());
     });
     if (!st.ok()) {
       failed.insert(k.first);
+      active[k.first] = true;
       fail(std::move(st));
       continue;
     }
     if (out->gone) {
       gone.push_back(k);
+      active[k.first] = true;
       continue;
     }
     // Grown, or new records inside the size it was preallocated to: reads
     // open it again too (close-to-open), so they see what was appended.
     s.grew = out->size != s.size || out->valid != s.pos;
+    active[k.first] |= s.grew || out->partial;
     if (s.grew) segs_->reopen_foreign(s.alias);
     s.size = out->size;
     s.pos = out->valid;
     s.partial = out->partial;
     reads.push_back({&s, std::move(out)});
+  }
+  for (auto& [node, changed] : active) {
+    uint32_t& q = quiet_[node];
+    q = changed ? 0 : std::min(q + 1, kQuietPasses);
   }
   // 3. Apply, and tell the listener what changed.
   News news;
@@ -270,8 +325,7 @@ Status PeerLog::poll() {
     }
     for (auto& v : views_)
       if (!failed.count(v.first)) v.second.last_full_ns = now;
-    ++passes_;
-    if (!first.ok()) ++errors_;
+    pass_done_locked(began, listing, opens, !first.ok());
     listener = listener_;
   }
   if (listener) {  // every pass: the owner also does its periodic work there
@@ -468,6 +522,10 @@ PeerStats PeerLog::stats() const {
   st.records = records_;
   st.entries = entries_;
   st.errors = errors_;
+  st.listings = listings_;
+  st.segment_opens = segment_opens_;
+  st.pass_seconds = static_cast<double>(pass_ns_) / 1e9;
+  st.slowest_pass_seconds = static_cast<double>(slowest_pass_ns_) / 1e9;
   const int64_t now = clock_->now_ns();
   for (const auto& [node, v] : views_) {
     PeerNodeStats n;

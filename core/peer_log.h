@@ -5,8 +5,9 @@
 // tree is a snapshot or tombstone in a record there).
 //
 // One thread reads the peers' logs every peer_poll seconds. A pass lists the
-// segment dir, reopens each peer segment (close-to-open: an NFS client sees a
-// writer's appends only after an open) and applies the complete records past
+// segment dir, reopens each peer's newest segments (close-to-open: an NFS
+// client sees a writer's appends only after an open; quiet peers less often,
+// see Pass) and applies the complete records past
 // where the last pass stopped; a torn tail is read again next time. Headers
 // and entries are checked here, block data when it is read (its XXH3 is in
 // the extent). Per node it keeps the newest snapshot of each inode by that
@@ -34,6 +35,7 @@
 // not: it may call find() and children().
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -87,6 +89,11 @@ struct PeerNodeStats {
 
 struct PeerStats {
   uint64_t passes = 0, records = 0, entries = 0, errors = 0;
+  // What the passes cost the backing dir's server: the listings of the
+  // segment dir, the segment files they opened (each an open, a stat and
+  // reads), and their time.
+  uint64_t listings = 0, segment_opens = 0;
+  double pass_seconds = 0, slowest_pass_seconds = 0;
   std::vector<PeerNodeStats> nodes;  // sorted by name
 };
 
@@ -112,9 +119,18 @@ class PeerLog {
   // read the listing, with what it brought (often nothing).
   void set_listener(ChangeFn fn);
 
+  // How a pass treats quiet peers. kFull looks at every peer's newest
+  // segments (mount, tests, admin, retirement). kFollow is the follower
+  // thread's: a peer whose log showed nothing new for kQuietPasses passes
+  // rests, its segments opened only every kRestEvery passes (a new segment
+  // of it in the listing ends the rest at once), and while every peer rests
+  // the listing waits too. Most peers of a fleet are idle at any time, so
+  // the server gets a fraction of the opens and listings; the price: a
+  // quiet peer's next file is seen within kRestEvery passes instead of one.
+  enum class Pass { kFull, kFollow };
   // One pass (see above); the first error of the pass (a listing or an open
   // that failed), after doing what could be done.
-  Status poll();
+  Status poll(Pass kind = Pass::kFull);
   void start(double interval_s);
   void stop();  // idempotent
 
@@ -179,9 +195,13 @@ class PeerLog {
 
   static constexpr size_t kHot = 8;
   static constexpr uint64_t kFullPassEvery = 25;
+  static constexpr uint32_t kQuietPasses = 5;
+  static constexpr uint64_t kRestEvery = 5;
+  static constexpr std::chrono::seconds kMaxPause{5};
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
   uint64_t pass_no_ = 0;                                       // guarded by pass_mu_
+  std::map<std::string, uint32_t> quiet_;  // node -> passes with nothing new; pass_mu_
 
   mutable std::mutex mu_;
   std::map<std::string, View> views_;  // guarded by mu_
@@ -189,6 +209,11 @@ class PeerLog {
   // (node, inode) -> the newest mtime some node unlinked of it.
   std::map<std::pair<std::string, uint64_t>, int64_t> hidden_;    // guarded by mu_
   uint64_t passes_ = 0, records_ = 0, entries_ = 0, errors_ = 0;  // guarded by mu_
+  uint64_t listings_ = 0, segment_opens_ = 0;                     // guarded by mu_
+  int64_t pass_ns_ = 0, slowest_pass_ns_ = 0;                     // guarded by mu_
+  // Ends a pass's accounting; requires mu_.
+  void pass_done_locked(std::chrono::steady_clock::time_point began, bool listed, uint64_t opens,
+                        bool failed);
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

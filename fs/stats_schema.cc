@@ -268,6 +268,23 @@ const Def kDefs[] = {
   {"/peers/passes", C, N, "Passes over the other nodes' segment logs.",
    "kvfs_peer_log_passes_total", "",
    [](const Snapshot& s) { return U(s.store.peers.passes); }},
+  {"/peers/pass_seconds", C, S,
+   "Time spent in those passes (listing the segment dir, opening and reading the other nodes' "
+   "newest segments); divided by the passes, a pass's mean length.",
+   "kvfs_peer_log_pass_seconds_total", "",
+   [](const Snapshot& s) { return D(s.store.peers.pass_seconds); }},
+  {"/peers/slowest_pass_seconds", G, S, "The longest pass since mount.", nullptr, "",
+   [](const Snapshot& s) { return D(s.store.peers.slowest_pass_seconds); }},
+  {"/peers/listings", C, N,
+   "Listings of the segment dir by those passes (on NFS, READDIR calls in proportion to the "
+   "segment files of all nodes).",
+   "kvfs_peer_log_listings_total", "",
+   [](const Snapshot& s) { return U(s.store.peers.listings); }},
+  {"/peers/segment_opens", C, N,
+   "Other nodes' segment files the passes opened (each an open, a stat and reads at the "
+   "backing dir's server).",
+   "kvfs_peer_log_segment_opens_total", "",
+   [](const Snapshot& s) { return U(s.store.peers.segment_opens); }},
   {"/peers/records", C, N, "Records read from the other nodes' segment logs.", nullptr, "",
    [](const Snapshot& s) { return U(s.store.peers.records); }},
   {"/peers/entries", C, N, "Entries (file versions, unlinks) in those records.", nullptr, "",

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The table of bench/run_fleet.sh: fleet_report.py RAW.jsonl OUT.md BACKING.
+
+Server requests are nfsemu's counters (every FUSE request it got, by kind;
+forget is left out: it never reaches an NFS server) between two snapshots,
+per second of the emulator's uptime between them. Peer passes are the sum of
+the nodes' own counters over the idle window after the replay; their share
+of the requests during the replay is estimated from the listings and opens
+the nodes counted then (peer_share)."""
+import json
+import sys
+
+raw, md, backing = sys.argv[1:4]
+rows = [json.loads(line) for line in open(raw) if line.strip()]
+emu = {(r["nodes"], r["phase"]): r["emu"] for r in rows if r["cmd"] == "emu"}
+nodes = {}
+for r in rows:
+    if r["cmd"] == "node":
+        nodes.setdefault((r["nodes"], r["phase"]), []).append(r)
+mrqa = {r["fleet_nodes"]: r for r in rows if r["cmd"] == "mrqa"}
+vis = {r["fleet_nodes"]: r for r in rows if r["cmd"] == "visibility"}
+KINDS = ["open", "read", "getattr", "lookup", "readdir", "write"]
+
+
+def rate(n, a, b):
+    """Requests per second by kind between phases a and b of N=n."""
+    x, y = emu.get((n, a)), emu.get((n, b))
+    if not x or not y:
+        return None
+    dt = max(1e-9, y["uptime_s"] - x["uptime_s"])
+    d = {k: (y["ops"][k] - x["ops"][k]) / dt for k in y["ops"] if k != "forget"}
+    d["total"] = sum(d.values())
+    d["seconds"] = dt
+    return d
+
+
+def peer(n, a, b):
+    """Summed peer-pass counters of the nodes between phases a and b."""
+    x, y = nodes.get((n, a), []), nodes.get((n, b), [])
+    if not x or len(x) != len(y):
+        return None
+    get = lambda r, k: r["stats"].get("peers", {}).get(k, 0)
+    passes = sum(get(q, "passes") - get(p, "passes") for p, q in zip(x, y))
+    secs = sum(get(q, "pass_seconds") - get(p, "pass_seconds") for p, q in zip(x, y))
+    opens = sum(get(q, "segment_opens") - get(p, "segment_opens") for p, q in zip(x, y))
+    listings = sum(get(q, "listings") - get(p, "listings") for p, q in zip(x, y))
+    slowest = max(get(q, "slowest_pass_seconds") for q in y)
+    segs = sum(q["stats"].get("backing", {}).get("segments", 0) for q in y)
+    rss = [q["rss_kb"] / 1024 for q in y]
+    hwm = [q["hwm_kb"] / 1024 for q in y]
+    return dict(passes=passes, secs=secs, opens=opens, listings=listings, slowest=slowest, segs=segs,
+                rss_mean=sum(rss) / len(rss), rss_max=max(rss), hwm_max=max(hwm))
+
+
+LIST_KINDS = ["opendir", "readdir", "releasedir"]
+OPEN_KINDS = ["open", "read", "getattr", "release", "lookup"]
+
+
+def peer_share(n):
+    """The peer passes' requests per second during the replay: its listings
+    and segment opens (the nodes' counters) at what each cost in the idle
+    window after it (the emulator's requests of those kinds per listing and
+    per open; a bound, as that window's dir is the largest). None without
+    the counters (a kvfs before them)."""
+    rp, i1 = rate(n, "replay0", "replay1"), rate(n, "after0", "after1")
+    pr, pa = peer(n, "replay0", "replay1"), peer(n, "after0", "after1")
+    if not (rp and i1 and pr and pa) or not pa["listings"]:
+        return None
+    per_list = sum(i1.get(k, 0) for k in LIST_KINDS) * i1["seconds"] / pa["listings"]
+    per_open = (sum(i1.get(k, 0) for k in OPEN_KINDS) * i1["seconds"] / pa["opens"]
+                if pa["opens"] else 4.0)
+    return (pr["listings"] * per_list + pr["opens"] * per_open) / rp["seconds"]
+
+
+def kinds(d):
+    return ", ".join(f"{k} {d[k]:.0f}" for k in KINDS if d.get(k, 0) >= 0.5) or "-"
+
+
+ns = sorted(k for k in mrqa if k > 0)
+o = [f"# A fleet over one shared dir (backing: {backing})", "",
+     "`bench/run_fleet.sh`: N kvfs nodes on one machine over one backing dir on the",
+     "emulator, the multi-round QA load spread over them"
+     + (f" (route {mrqa[ns[0]].get('fleet_route', 'rr')}," if ns else " (")
+     + (f" a user's rounds at least {mrqa[ns[0]].get('user_gap_s', 0)} s apart)." if ns else ")."),
+     "Server requests per second as the emulator counts them.", "",
+     "| N | idle, empty dir: req/s | idle after the replay: req/s (by kind) | during the replay: req/s | of which peer passes (est.) | segments in the dir |",
+     "|---|---|---|---|---|---|"]
+for n in ns:
+    i0, i1, rp = rate(n, "idle0", "idle1"), rate(n, "after0", "after1"), rate(n, "replay0", "replay1")
+    pa = peer(n, "after0", "after1")
+    if not (i0 and i1 and rp and pa):
+        continue
+    ps = peer_share(n)
+    pss = f"{ps:.0f} ({ps / rp['total']:.2f})" if ps is not None and rp["total"] else "-"
+    o.append(f"| {n} | {i0['total']:.0f} | {i1['total']:.0f} ({kinds(i1)}) | {rp['total']:.0f} | "
+             f"{pss} | {pa['segs']} |")
+plain = rate(0, "replay0", "replay1")
+if plain and 0 in mrqa:
+    o.append(f"| shared-plain | - | - | {plain['total']:.0f} | - | - |")
+
+o += ["", "Peer passes (the idle window after the replay, all nodes), the replay, "
+      "visibility (close on n01 to a bit-exact read on the last node) and memory:", "",
+      "| N | passes/s per node | mean pass ms | slowest pass ms | segment opens per pass | hit ratio | GB/s | visibility p50 / p99 ms | RSS per node MiB (mean / max) | peak RSS max MiB |",
+      "|---|---|---|---|---|---|---|---|---|---|"]
+for n in ns:
+    pa, r = peer(n, "after0", "after1"), mrqa[n]
+    i1 = rate(n, "after0", "after1")
+    if not pa or not i1:
+        continue
+    per_node = pa["passes"] / n / i1["seconds"] if n else 0
+    mean_ms = 1e3 * pa["secs"] / pa["passes"] if pa["passes"] else 0
+    opens = pa["opens"] / pa["passes"] if pa["passes"] else 0
+    v = vis.get(n)
+    vs = f"{v['p50_ms']:.0f} / {v['p99_ms']:.0f}" if v else "-"
+    o.append(f"| {n} | {per_node:.1f} | {mean_ms:.1f} | {1e3 * pa['slowest']:.0f} | {opens:.1f} | "
+             f"{r['hit_ratio']:.4f} | {r['gbps']:.2f} | {vs} | {pa['rss_mean']:.0f} / {pa['rss_max']:.0f} | "
+             f"{pa['hwm_max']:.0f} |")
+if 0 in mrqa:
+    r = mrqa[0]
+    o.append(f"| shared-plain | - | - | - | - | {r['hit_ratio']:.4f} | {r['gbps']:.2f} | - | - | - |")
+open(md, "w").write("\n".join(o) + "\n")
+print("\n".join(o))

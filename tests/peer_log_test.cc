@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// PeerLog on its own (core/peer_log.h): a follower of node "a"'s segment log,
+// as node "b" runs it, over a real backing dir that a real BlockStore of
+// node "a" writes (peer_files_fixture.h). What a pass costs the server (its
+// listings and segment opens) and how quiet peers rest.
+#include "core/peer_log.h"
+
+#include <gtest/gtest.h>
+
+#include "core/segment_store.h"
+#include "tests/peer_files_fixture.h"
+
+namespace kvfs {
+namespace {
+
+class PeerLogTest : public PeerFilesTest {
+ protected:
+  // Node b's follower, with no BlockStore of b around it.
+  PeerLog& follower() {
+    if (!log_) {
+      StoreConfig c;
+      c.backing_dir = root_ + "/backing";
+      c.index_dir = root_ + "/index.b";
+      c.node_id = "b";
+      auto s = SegmentStore::Open(c);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      segs_ = std::move(*s);
+      log_ = std::make_unique<PeerLog>(c.backing_dir, "b", segs_.get(), nullptr, &clock_);
+    }
+    return *log_;
+  }
+  void TearDown() override {
+    log_.reset();
+    segs_.reset();
+    PeerFilesTest::TearDown();
+  }
+  // n passes of kind; what they cost.
+  PeerStats passes(int n, PeerLog::Pass kind) {
+    const PeerStats before = log_->stats();
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(log_->poll(kind).ok());
+    PeerStats d = log_->stats();
+    d.passes -= before.passes;
+    d.listings -= before.listings;
+    d.segment_opens -= before.segment_opens;
+    return d;
+  }
+
+  std::unique_ptr<SegmentStore> segs_;
+  std::unique_ptr<PeerLog> log_;
+};
+
+TEST_F(PeerLogTest, EveryPassCountsItsListingAndOpensAndTime) {
+  put(node("a"), kRootIno, "f", "from a");
+  PeerLog& b = follower();
+  const PeerStats one = passes(1, PeerLog::Pass::kFull);
+  EXPECT_EQ(one.passes, 1u);
+  EXPECT_EQ(one.listings, 1u);
+  EXPECT_GE(one.segment_opens, 1u);  // a's segment with the file
+  ASSERT_TRUE(b.find("f").has_value());
+  EXPECT_EQ(b.find("f")->node, "a");
+  const PeerStats s = b.stats();
+  EXPECT_GT(s.pass_seconds, 0);
+  EXPECT_GT(s.slowest_pass_seconds, 0);
+  EXPECT_LE(s.slowest_pass_seconds, s.pass_seconds);
+}
+
+TEST_F(PeerLogTest, AQuietPeerRestsAndIsStillSeenWithinARestPeriod) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  PeerLog& b = follower();
+  const uint64_t look = passes(1, PeerLog::Pass::kFull).segment_opens;  // a's segments
+  ASSERT_GE(look, 1u);
+  // Quiet for a while: a comes to rest, so that over a rest period only one
+  // pass lists the dir and opens a's segments.
+  passes(2 * 5, PeerLog::Pass::kFollow);
+  const PeerStats rested = passes(2 * 5, PeerLog::Pass::kFollow);
+  EXPECT_EQ(rested.passes, 10u);
+  EXPECT_EQ(rested.listings, 2u);
+  EXPECT_EQ(rested.segment_opens, 2 * look);
+  // Explicit passes look at every peer: their cost is that of a pass that
+  // does not rest.
+  const PeerStats full = passes(10, PeerLog::Pass::kFull);
+  EXPECT_EQ(full.listings, 10u);
+  EXPECT_EQ(full.segment_opens, 10 * look);
+
+  // a writes again while b's follower rests: seen within one rest period
+  // (5 passes), and a full pass sees it at once.
+  passes(2 * 5, PeerLog::Pass::kFollow);
+  put(a, kRootIno, "f2", "two");
+  int took = 0;
+  while (!b.find("f2") && took < 5) {
+    ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+    ++took;
+  }
+  EXPECT_TRUE(b.find("f2").has_value()) << "not seen within a rest period";
+  passes(2 * 5, PeerLog::Pass::kFollow);
+  put(a, kRootIno, "f3", "three");
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFull).ok());
+  EXPECT_TRUE(b.find("f3").has_value());
+}
+
+TEST_F(PeerLogTest, AnActivePeerIsLookedAtEveryPass) {
+  BlockStore& a = node("a");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  for (int i = 0; i < 12; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    put(a, kRootIno, name, name);
+    const PeerStats d = passes(1, PeerLog::Pass::kFollow);
+    EXPECT_EQ(d.listings, 1u) << name;
+    EXPECT_TRUE(b.find(name).has_value()) << name << " not seen by the next pass";
+  }
+}
+
+TEST_F(PeerLogTest, ALoneNodeListsOnlyOncePerRestPeriod) {
+  PeerLog& b = follower();
+  passes(2 * 5, PeerLog::Pass::kFollow);
+  const PeerStats d = passes(2 * 5, PeerLog::Pass::kFollow);
+  EXPECT_EQ(d.listings, 2u);
+  EXPECT_EQ(d.segment_opens, 0u);
+  // A node that joins is seen at the next listing.
+  put(node("a"), kRootIno, "new", "joined");
+  int took = 0;
+  while (!b.find("new") && took < 5) {
+    ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+    ++took;
+  }
+  EXPECT_TRUE(b.find("new").has_value());
+}
+
+}  // namespace
+}  // namespace kvfs
