@@ -10,10 +10,11 @@ What one node's follower asks of the server, from core/peer_log.cc: every
 pass (peer_poll seconds, 0.2) one listing of segments/ (an OPENDIR, the
 READDIRs for every node's segments, a RELEASEDIR) and, for each peer, an open
 of its newest min(8, S) segments (OPEN, GETATTR, READ of the record past the
-last one read, CLOSE: --requests-per-open, measured by bench/run_fleet.sh);
-every 25th pass all of every peer's segments. A quiet peer (nothing new for
-five passes) is opened every fifth pass instead, and while all peers are
-quiet the listing waits too; the 25th-pass opens are not spared.
+last one read, CLOSE: --requests-per-open, measured by bench/run_fleet.sh),
+and a few of its older segments in turn: each at least every 25 passes, at
+most four a pass. A quiet peer (nothing new for five passes) is opened
+every fifth pass instead, and while all peers are quiet the listing waits
+too.
 --idle-share: the fraction of peers that are quiet at a time."""
 import argparse
 import math
@@ -28,13 +29,13 @@ ap.add_argument("--poll", type=float, default=0.2)
 ap.add_argument("--idle-share", type=float, default=0)
 a = ap.parse_args()
 
-HOT, FULL_EVERY, REST_EVERY = 8, 25, 5
+HOT, OLD_CYCLE, OLD_PER_PASS, REST_EVERY = 8, 25, 4, 5
 print(f"{a.data_tb:g} TB in {a.segment_mib:g} MiB segments, peer_poll {a.poll} s, "
       f"{a.entries_per_readdir:g} names per READDIR, {a.requests_per_open} requests per open, "
       f"{a.idle_share:.0%} of peers quiet")
 print()
 print("| N | segments per node | listing req/s | newest-segment opens req/s | "
-      "25th-pass opens req/s | per node req/s | whole fleet req/s |")
+      "older segments in turn req/s | per node req/s | whole fleet req/s |")
 print("|---|---|---|---|---|---|---|")
 for n in (int(x) for x in a.nodes.split(",")):
     total = a.data_tb * 1e12 / (a.segment_mib * 2**20)
@@ -45,7 +46,8 @@ for n in (int(x) for x in a.nodes.split(",")):
         listing /= REST_EVERY
     active = (n - 1) * (1 - a.idle_share) + (n - 1) * a.idle_share / REST_EVERY
     hot = active * min(HOT, s) * a.requests_per_open * passes
-    full = (n - 1) * max(0, s - HOT) * a.requests_per_open * passes / FULL_EVERY
+    old = min(OLD_PER_PASS, math.ceil(max(0, s - HOT) / OLD_CYCLE))
+    full = active * old * a.requests_per_open * passes
     node = listing + hot + full
     print(f"| {n} | {s:.0f} | {listing:,.0f} | {hot:,.0f} | {full:,.0f} | {node:,.0f} | "
           f"{n * node:,.0f} |")

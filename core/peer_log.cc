@@ -182,17 +182,17 @@ Status PeerLog::poll(Pass kind) {
     if (first.ok()) first = std::move(s);
   };
   const uint64_t pass_no = pass_no_++;
-  const bool full = pass_no % kFullPassEvery == 0;
   // A quiet peer's segments rest between looks (see Pass): in a fleet most
   // peers are idle at any time, and each look costs the server an open per
   // segment. (Not a single closed segment of an active peer: a peer cannot
   // tell it from an open one that holds metadata records only.)
-  const bool look_all = kind == Pass::kFull || full || pass_no % kRestEvery == 0;
-  auto resting = [&](const Seg& sg) {
+  const bool look_all = kind == Pass::kFull || pass_no % kRestEvery == 0;
+  auto node_rests = [&](const std::string& node) {
     if (look_all) return false;
-    auto q = quiet_.find(sg.node);
+    auto q = quiet_.find(node);
     return q != quiet_.end() && q->second >= kQuietPasses;
   };
+  auto resting = [&](const Seg& sg) { return node_rests(sg.node); };
   // 1. The listing: every peer segment there is now. Skipped while every
   // known peer rests (also when none is known yet: a lone node), as its
   // cost grows with the dir; the segments keep their last listing.
@@ -230,15 +230,30 @@ Status PeerLog::poll(Pass kind) {
   std::vector<std::pair<std::string, uint64_t>> gone;
   // A node appends only to its newest few segments (one per flusher, the
   // reclaim copy, the journal); older ones only ever go. Those are reopened
-  // every pass; the rest every kFullPassEvery passes, or when they grew at
-  // the last look, so that a pass over a node with thousands of segments
-  // stays a handful of opens.
-  std::map<std::string, uint64_t> hot_from;  // node -> lowest id of its newest kHot
+  // every pass, and any that grew at the last look. The older ones are
+  // checked in turn, a few a pass (each at least every kOldCycle passes, or
+  // kOldPerPass a pass where a node has more): a segment that fell out of
+  // the newest while still open is caught, and a pass over a node with
+  // thousands of segments stays a handful of opens.
+  std::map<std::string, uint64_t> hot_from;             // node -> lowest id of its newest kHot
+  std::set<std::pair<std::string, uint64_t>> old_turn;  // old segments checked this pass
   {
     std::map<std::string, std::vector<uint64_t>> ids;
     for (auto& [k, s] : seg_table_)
       if (s.listed) ids[k.first].push_back(k.second);
-    for (auto& [node, v] : ids) hot_from[node] = v.size() > kHot ? v[v.size() - kHot] : 0;
+    for (auto& [node, v] : ids) {
+      const size_t hot = v.size() > kHot ? v.size() - kHot : 0;  // v[0, hot): old
+      hot_from[node] = hot ? v[hot] : 0;
+      if (!hot || node_rests(node)) continue;
+      uint64_t& cursor = old_cursor_[node];
+      const size_t turn = std::min<size_t>(kOldPerPass, (hot + kOldCycle - 1) / kOldCycle);
+      size_t at = std::upper_bound(v.begin(), v.begin() + hot, cursor) - v.begin();
+      for (size_t i = 0; i < turn; ++i, ++at) {
+        if (at >= hot) at = 0;
+        old_turn.insert({node, v[at]});
+        cursor = v[at];
+      }
+    }
   }
   std::set<std::string> failed;        // nodes whose log could not all be read
   std::map<std::string, bool> active;  // nodes looked at -> something changed
@@ -252,7 +267,7 @@ Status PeerLog::poll(Pass kind) {
     // is active.
     if (s.grew) active[k.first] = true;
     if (resting(s) && !s.grew) continue;
-    if (!full && !s.grew && k.second < hot_from[k.first]) continue;
+    if (!s.grew && k.second < hot_from[k.first] && !old_turn.count(k)) continue;
     auto out = std::make_shared<ScanOut>();
     ++opens;
     Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {

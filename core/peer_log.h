@@ -7,7 +7,7 @@
 // One thread reads the peers' logs every peer_poll seconds. A pass lists the
 // segment dir, reopens each peer's newest segments (close-to-open: an NFS
 // client sees a writer's appends only after an open; quiet peers less often,
-// see Pass) and applies the complete records past
+// see Pass; older ones a few a pass in turn) and applies the complete records past
 // where the last pass stopped; a torn tail is read again next time. Headers
 // and entries are checked here, block data when it is read (its XXH3 is in
 // the extent). Per node it keeps the newest snapshot of each inode by that
@@ -194,14 +194,15 @@ class PeerLog {
   const Clock* const clock_;
 
   static constexpr size_t kHot = 8;
-  static constexpr uint64_t kFullPassEvery = 25;
+  static constexpr size_t kOldCycle = 25, kOldPerPass = 4;
   static constexpr uint32_t kQuietPasses = 5;
   static constexpr uint64_t kRestEvery = 5;
   static constexpr std::chrono::seconds kMaxPause{5};
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
   uint64_t pass_no_ = 0;                                       // guarded by pass_mu_
-  std::map<std::string, uint32_t> quiet_;  // node -> passes with nothing new; pass_mu_
+  std::map<std::string, uint32_t> quiet_;       // node -> passes with nothing new; pass_mu_
+  std::map<std::string, uint64_t> old_cursor_;  // node -> last old segment checked; pass_mu_
 
   mutable std::mutex mu_;
   std::map<std::string, View> views_;  // guarded by mu_

@@ -101,6 +101,7 @@ TEST_F(PeerLogTest, AQuietPeerRestsAndIsStillSeenWithinARestPeriod) {
 
 TEST_F(PeerLogTest, AnActivePeerIsLookedAtEveryPass) {
   BlockStore& a = node("a");
+  put(a, kRootIno, "first", "first");  // a is known (a node not known yet is a lone node's news)
   PeerLog& b = follower();
   ASSERT_TRUE(b.poll().ok());
   for (int i = 0; i < 12; ++i) {
@@ -109,6 +110,24 @@ TEST_F(PeerLogTest, AnActivePeerIsLookedAtEveryPass) {
     const PeerStats d = passes(1, PeerLog::Pass::kFollow);
     EXPECT_EQ(d.listings, 1u) << name;
     EXPECT_TRUE(b.find(name).has_value()) << name << " not seen by the next pass";
+  }
+}
+
+TEST_F(PeerLogTest, OldSegmentsAreCheckedAFewAPassInTurn) {
+  BlockStore& a = node("a");  // 8 MiB segments
+  for (int i = 0; i < 30; ++i) put(a, kRootIno, "big" + std::to_string(i), pattern(4 * kMiB, i));
+  const size_t n = segments_of("a").size();
+  ASSERT_GT(n, 9u) << "a should have more segments than the newest eight";
+  PeerLog& b = follower();
+  passes(2, PeerLog::Pass::kFull);  // all new, then all grown since the first look
+  // Nothing changes now: each pass opens a's newest eight and one of the
+  // older ones in turn (a node with up to 25 old segments), never all.
+  const PeerStats d = passes(static_cast<int>(n), PeerLog::Pass::kFull);
+  EXPECT_EQ(d.segment_opens, n * (8 + 1));
+  for (int i = 0; i < 30; ++i) {
+    auto f = b.find("big" + std::to_string(i));
+    ASSERT_TRUE(f.has_value()) << i;
+    EXPECT_EQ(f->snap.size, 4 * kMiB);
   }
 }
 
