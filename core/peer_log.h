@@ -7,12 +7,12 @@
 // One thread reads the peers' logs every peer_poll seconds. A pass lists the
 // segment dir, reopens each peer's newest segments (close-to-open: an NFS
 // client sees a writer's appends only after an open; quiet peers less often,
-// see Pass; older ones a few a pass in turn) and applies the complete records past
-// where the last pass stopped; a torn tail is read again next time. Headers
-// and entries are checked here, block data when it is read (its XXH3 is in
-// the extent). Per node it keeps the newest snapshot of each inode by that
-// node's seq, the tombstones, and a (parent, name) -> inode tree, so a path
-// resolves the way it does on that node.
+// see Pass; older segments a few a pass in turn) and applies the complete
+// records past where the last pass stopped; a torn tail is read again next
+// time. Headers and entries are checked here, block data when it is read
+// (its XXH3 is in the extent). Per node it keeps the newest snapshot of each
+// inode by that node's seq, the tombstones, and a (parent, name) -> inode
+// tree, so a path resolves the way it does on that node.
 //
 // Unlinks: a node that unlinks a peer's file logs a kPeerUnlink entry
 // (record.h) naming the owner's inode and the version's mtime. A pass hands
