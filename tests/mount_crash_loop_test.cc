@@ -261,6 +261,9 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
         ++verified_durable;  // its rename had not reached a segment (checked complete above)
       } else {
         ASSERT_TRUE(tight) << n << " was made durable (" << how << ") and is gone (iteration " << it
+                           << "; "
+                           << (fs::exists(dir + "/" + n + ".tmp") ? "its .tmp is there"
+                                                                  : "no .tmp of it either")
                            << ")";
         ++evicted_durable;  // the cap may evict it: then it is a miss, never wrong
       }
