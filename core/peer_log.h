@@ -115,8 +115,9 @@ class PeerLog {
     std::vector<std::string> moved_dirs;
   };
   using ChangeFn = std::function<void(const News& news)>;
-  // Set before start(); called on the pass's thread after every pass that
-  // read the listing, with what it brought (often nothing).
+  // Set before start(); called on the pass's thread after every pass whose
+  // listing did not fail (or that skipped it, see Pass), with what it
+  // brought (often nothing).
   void set_listener(ChangeFn fn);
 
   // How a pass treats quiet peers. kFull looks at every peer's newest
