@@ -61,18 +61,19 @@ mount_kvfs() {
 
 # Unmounts kvfs and waits for the daemon to flush and exit, so that the next
 # mount or the next measurement does not race it (at most UMOUNT_TIMEOUT s).
-umount_kvfs() {
-  mountpoint -q "$KMNT" || return 0
-  local pid
-  pid=$(kvfs_pid)
-  fusermount3 -u "$KMNT" || fusermount3 -u -z "$KMNT" || true
-  if [[ -n $pid ]]; then
-    for _ in $(seq $((UMOUNT_TIMEOUT * 10))); do
-      kill -0 "$pid" 2>/dev/null || return 0
-      sleep 0.1
-    done
-    log "kvfs (pid $pid) did not exit within $UMOUNT_TIMEOUT s"
-  fi
+umount_kvfs() { umount_wait "$KMNT" "$(kvfs_pid)" "$UMOUNT_TIMEOUT"; }
+
+# umount_wait MNT PID SECONDS: unmounts the FUSE mount MNT and waits at most
+# SECONDS for its daemon PID (read before the unmount; empty: no wait) to exit.
+umount_wait() {
+  mountpoint -q "$1" || return 0
+  fusermount3 -u "$1" || fusermount3 -u -z "$1" || true
+  [[ -n $2 ]] || return 0
+  for _ in $(seq $(($3 * 10))); do
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  log "the daemon of $1 (pid $2) did not exit within $3 s"
 }
 
 # wait_settled MAX_SECONDS: waits until the daemon's RSS stops growing (the
@@ -130,18 +131,7 @@ emu_stats() {
 
 # umount_emu MNT: unmounts nfsemu and waits for it to exit (it writes its
 # final counters to MNT.stats.json as it goes).
-umount_emu() {
-  mountpoint -q "$1" || return 0
-  local pid
-  pid=$(cat "$1.pid" 2>/dev/null || true)
-  fusermount3 -u "$1" || fusermount3 -u -z "$1" || true
-  if [[ -n $pid ]]; then
-    for _ in $(seq 300); do
-      kill -0 "$pid" 2>/dev/null || return 0
-      sleep 0.1
-    done
-  fi
-}
+umount_emu() { umount_wait "$1" "$(cat "$1.pid" 2>/dev/null || true)" 30; }
 
 # A run killed half-way leaves its mounts behind; the next one clears them.
 unmount_stale() {

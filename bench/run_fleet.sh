@@ -76,18 +76,7 @@ mount_node() {
   mkdir -p "$m" "$WORK/index/$1"
   "$KVFS" "$BACKING" "$m" -o "node_id=$(node_name "$1"),index_dir=$WORK/index/$1,ram_size=$RAM,capacity=$CAP,ram_prefault=0${KVFS_OPTS:+,$KVFS_OPTS}"
 }
-umount_node() {
-  local m pid
-  m=$(node_mnt "$1")
-  mountpoint -q "$m" || return 0
-  pid=$(node_pid "$1")
-  fusermount3 -u "$m" || fusermount3 -u -z "$m" || true
-  for _ in $(seq 600); do
-    [[ -z $pid ]] || ! kill -0 "$pid" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  log "node $1 (pid $pid) did not exit within 60 s"
-}
+umount_node() { umount_wait "$(node_mnt "$1")" "$(node_pid "$1")" 60; }
 umount_all() { for ((i = max_n; i >= 1; i--)); do umount_node "$i"; done; }
 # fresh: no node mounted, an empty emulated dir, no index.
 fresh() {

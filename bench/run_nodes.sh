@@ -71,17 +71,7 @@ mount_node() {
     -o "node_id=$1,index_dir=$3,ram_size=$RAM,capacity=$CAP${KVFS_OPTS:+,$KVFS_OPTS}"
 }
 # umount_node NODE MNT: unmounts and waits for the daemon to exit.
-umount_node() {
-  mountpoint -q "$2" || return 0
-  local pid
-  pid=$(node_pid "$1")
-  fusermount3 -u "$2" || fusermount3 -u -z "$2" || true
-  for _ in $(seq 600); do
-    [[ -z $pid ]] || ! kill -0 "$pid" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  log "node $1 (pid $pid) did not exit within 60 s"
-}
+umount_node() { umount_wait "$2" "$(node_pid "$1")" 60; }
 # fresh: an empty shared dir (and backing dir), no index.
 fresh() {
   umount_node b "$MNT_B"

@@ -192,12 +192,11 @@ Status PeerLog::poll(Pass kind) {
     auto q = quiet_.find(node);
     return q != quiet_.end() && q->second >= kQuietPasses;
   };
-  auto resting = [&](const Seg& sg) { return node_rests(sg.node); };
   // 1. The listing: every peer segment there is now. Skipped while every
   // known peer rests (also when none is known yet: a lone node), as its
   // cost grows with the dir; the segments keep their last listing.
   bool listing = look_all;
-  for (auto& [k, sg] : seg_table_) listing |= sg.listed && !resting(sg);
+  for (auto& [k, sg] : seg_table_) listing |= sg.listed && !node_rests(k.first);
   auto names = std::make_shared<std::vector<std::string>>();
   if (listing) {
     if (Status s = io("listing of " + dir_,
@@ -266,7 +265,7 @@ Status PeerLog::poll(Pass kind) {
     // New in the listing, or grown at the last look: read now, and its node
     // is active.
     if (s.grew) active[k.first] = true;
-    if (resting(s) && !s.grew) continue;
+    if (!s.grew && node_rests(k.first)) continue;
     if (!s.grew && k.second < hot_from[k.first] && !old_turn.count(k)) continue;
     auto out = std::make_shared<ScanOut>();
     ++opens;
