@@ -243,10 +243,6 @@ Status BlockStore::check_writable() const {
   return cfg_.read_only ? Status::ReadOnly() : Status::OK();
 }
 
-void BlockStore::mark_dirty_locked(Inode& in) {
-  ++in.version;
-}
-
 Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh) {
   KVFS_RETURN_IF_ERROR(check_writable());
   auto rn = node(ino);
@@ -305,7 +301,7 @@ Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile
   // An atime-only touch (llm-d marking a hit) is kept in RAM and written with
   // the next flush of the file: it does not deserve a segment record.
   if (meta) {
-    mark_dirty_locked(*in);
+    in->flush.changed();
     if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   }
   Attr a = attr_locked(*in);
@@ -458,7 +454,7 @@ Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_v
     return Status::NoSpace("too many xattrs");
   in->xattrs[name] = std::string(value);
   in->ctime_ns = clock_->now_ns();
-  mark_dirty_locked(*in);
+  in->flush.changed();
   if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   return Status::OK();
 }
@@ -490,7 +486,7 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   std::lock_guard g(in->mu);
   if (in->xattrs.erase(name) == 0) return Status::NoData();
   in->ctime_ns = clock_->now_ns();
-  mark_dirty_locked(*in);
+  in->flush.changed();
   if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   return Status::OK();
 }

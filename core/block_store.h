@@ -324,7 +324,6 @@ class BlockStore {
   // FileData::kept_by_truncate_locked names an extent.
   void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old = nullptr);
   void drop_file(const InodeRef& in, const Status& why);
-  void mark_dirty_locked(Inode& in);
   // Creates a data-less inode (symlink, FIFO, socket, device), journaled at
   // once; +1 kernel ref.
   Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);

@@ -319,9 +319,8 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
         used = data_->write_locked(*in, idx, bo, data + pos, n, old);
         in->size = std::max<uint64_t>(in->size, cur + n);
         in->mtime_ns = in->ctime_ns = clock_->now_ns();
-        ++in->version;
+        in->flush.client_wrote();
         in->kernel_cache_ok = false;
-        in->reclaiming = false;  // client data: the flush gate applies again
         if (in->open_writers > 0)
           flusher_->track_locked(in);
         else if (in->linked.load())
@@ -341,7 +340,7 @@ Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, si
 void BlockStore::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old) {
   if (size == in.size) return;
   data_->truncate_locked(in, size, old);
-  ++in.version;
+  in.flush.changed();
   in.kernel_cache_ok = false;
 }
 
@@ -352,28 +351,26 @@ Status BlockStore::fsync(uint64_t ino) {
   InodeRef in = *r;
   std::unique_lock l(in->mu);
   if (!in->dirty() || !in->linked.load()) return Status::OK();
-  const uint64_t target = in->version;
-  in->flush_error = Status::OK();
-  // A flush in flight now (its number is flush_attempts) may fail for a
-  // fault that has cleared since: only a later attempt's failure counts.
-  const uint64_t started = in->flush_attempts;
-  ++in->fsync_waiters;
+  // A flush in flight now may fail for a fault that has cleared since: only
+  // a later attempt's failure counts (FlushMark).
+  const FlushMark mark = in->flush.begin_fsync();
   flusher_->enqueue_locked(in, true);
-  auto failed = [&] { return !in->flush_error.ok() && in->flush_error_attempt > started; };
-  auto done = [&] { return in->durable_version >= target || !in->linked.load() || failed(); };
+  auto done = [&] {
+    return in->flush.durable(mark) || !in->linked.load() || in->flush.failed_since(mark);
+  };
   // Bounded: a flusher stuck on a stalled backing dir makes this an EIO
   // after io_timeout (the data stays dirty and is flushed once it answers).
   const auto since = std::chrono::steady_clock::now();
   bool gave_up = false;
   while (!done() && !(gave_up = io_->gave_up(since)))
     flusher_->wait_durable_for(l, std::chrono::milliseconds(100));
-  --in->fsync_waiters;
-  if (in->durable_version >= target || !in->linked.load()) return Status::OK();
+  in->flush.end_fsync();
+  if (in->flush.durable(mark) || !in->linked.load()) return Status::OK();
   if (gave_up) {
     io_->count_timeout();
     return Status::TimedOut("fsync: the backing dir is stalled");
   }
-  return in->flush_error;
+  return in->flush.error();
 }
 
 }  // namespace kvfs

@@ -120,7 +120,7 @@ bool Evictor::evictable_locked(Inode& in, bool force, int64_t now) const {
   if (!in.is_reg() || in.evicted || in.peer) return false;
   if (force) return true;
   const int64_t protect = grace_ns_.load() + int64_t(p_.cfg->kernel_cache_s * kSec);
-  return in.open_count == 0 && !in.dirty() && !in.in_flush &&
+  return in.open_count == 0 && !in.dirty() && !in.flush.in_flight() &&
          now - in.last_access_ns.load(std::memory_order_relaxed) >= protect;
 }
 

@@ -35,8 +35,7 @@ LogLimiter g_kept_log;
 Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now) {
   struct Wait {
     InodeRef in;
-    uint64_t version;
-    uint64_t attempts;  // the inode's flush attempts when this was queued
+    FlushMark mark;  // the version it waits for, and the attempts before
   };
   std::vector<Wait> waits;
   bool blocked = false;
@@ -97,8 +96,7 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
             std::memcpy(nb->data(), src->data(), align_up(s.len));
             used = nb->capacity();
             p_.data->set_dirty_locked(*in, s, std::move(nb));
-            ++in->version;
-            in->reclaiming = true;
+            in->flush.copied_forward();
             copied += s.len;
           } else {
             blocked = true;
@@ -110,7 +108,7 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
     }
     if (copied) {
       std::lock_guard g(in->mu);
-      waits.push_back({in, in->version, in->flush_attempts});
+      waits.push_back({in, in->flush.mark()});
       p_.flusher->enqueue_ungated_locked(in);
       copied_ += copied;
     }
@@ -152,8 +150,8 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
           std::shared_lock cl(p_.ns->commit_mu());
           std::lock_guard g(in->mu);
           if (!in->linked.load() || !in->committed || in->committed->seq != e.snap.seq) continue;
-          ++in->version;
-          waits.push_back({in, in->version, in->flush_attempts});
+          in->flush.changed();
+          waits.push_back({in, in->flush.mark()});
           p_.flusher->enqueue_ungated_locked(in);
         }
       },
@@ -187,15 +185,13 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
   bool failed = false;
   for (auto& w : waits) {
     std::unique_lock l(w.in->mu);
-    auto write_failed = [&] {
-      return !w.in->flush_error.ok() && w.in->flush_error_attempt > w.attempts;
-    };
-    auto behind_gate = [&] { return w.in->dirty_charge > 0 && !w.in->reclaiming; };
-    while (w.in->durable_version < w.version && w.in->linked.load() && w.in->active_writers == 0 &&
+    auto write_failed = [&] { return w.in->flush.failed_since(w.mark); };
+    auto behind_gate = [&] { return w.in->dirty_charge > 0 && !w.in->flush.reclaiming(); };
+    while (!w.in->flush.durable(w.mark) && w.in->linked.load() && w.in->active_writers == 0 &&
            !behind_gate() && !(failed |= write_failed()) && !p_.budget->stopping() &&
            std::chrono::steady_clock::now() < deadline)
       p_.flusher->wait_durable_for(l, std::chrono::milliseconds(100));
-    if (w.in->durable_version < w.version && w.in->linked.load()) blocked = true;
+    if (!w.in->flush.durable(w.mark) && w.in->linked.load()) blocked = true;
     if (failed) break;
   }
   if (failed) return Reclaimed::kWritesFailed;

@@ -43,7 +43,7 @@ InodeSnapshot FileData::snapshot_locked(const Inode& in, uint64_t parent, std::s
 }
 
 bool FileData::ready_to_flush_locked(const Inode& in) {
-  return in.dirty() && in.linked.load() && (in.active_writers == 0 || in.fsync_waiters > 0);
+  return in.dirty() && in.linked.load() && (in.active_writers == 0 || in.flush.syncing());
 }
 
 bool FileData::unused_locked(const Inode& in) {

@@ -24,7 +24,7 @@ struct Flusher::Captured {
   bool blocks_only = false;  // pressure write-out, no commit
   bool sync = false;         // an fsync waits for it
   bool reclaim = false;      // a copy-forward: its room was granted by the evictor
-  uint64_t version = 0;
+  uint64_t version = 0;      // made durable by the commit; 0 for blocks only
   uint64_t trunc_gen = 0;
   InodeSnapshot snap;  // extents of clean blocks; dirty ones are added when written
   struct Dirty {
@@ -91,13 +91,10 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   // catch-up apply that over the rename.
   std::shared_lock cl(p_.ns->commit_mu());
   std::lock_guard g(in->mu);
-  if (from_queue) in->queued = false;
-  if (in->in_flush) {
-    in->requeue = true;
-    return false;
-  }
+  if (from_queue) in->flush.dequeued({});
+  if (!in->flush.may_capture_now({})) return false;
   const bool linked = in->linked.load();
-  const bool sealed = in->active_writers == 0 || in->fsync_waiters > 0 || force;
+  const bool sealed = in->active_writers == 0 || in->flush.syncing() || force;
   bool blocks_only;
   if (!linked || !sealed) {
     // Not committable now; only a write-out of dirty blocks to free RAM.
@@ -109,10 +106,10 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   }
   c->in = in;
   c->blocks_only = blocks_only;
-  c->sync = in->fsync_waiters > 0;
-  c->version = in->version;
+  c->sync = in->flush.syncing();
+  c->version = blocks_only ? 0 : in->flush.version();
   c->trunc_gen = in->trunc_gen;
-  c->reclaim = in->reclaiming;
+  c->reclaim = in->flush.reclaiming();
   for (uint32_t i = 0; i < in->blocks.size(); ++i) {
     const BlockSlot& s = in->blocks[i];
     if (!s.buf) continue;
@@ -122,10 +119,8 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   if (!blocks_only) {
     c->snap = FileData::snapshot_locked(*in, in->parent, in->name);
     c->snap.seq = p_.seqs->take();
-    in->logged = true;
   }
-  in->in_flush = true;
-  ++in->flush_attempts;
+  in->flush.begin({}, !blocks_only);
   return true;
 }
 
@@ -393,8 +388,7 @@ void Flusher::serve_ungated(Worker* w) {
     } else {
       // Client data arrived meanwhile: it waits for room like the rest.
       std::lock_guard g(in->mu);
-      in->in_flush = false;
-      in->requeue = in->recommit = false;
+      in->flush.abandon({});
       enqueue_locked(in, false);
     }
   }
@@ -433,14 +427,14 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         // in the index, and write a fresh snapshot so the segments agree.
         c.snap.parent = c.in->parent;
         c.snap.name = c.in->name;
-        c.in->recommit = true;
+        c.in->flush.recommit({});
       }
       if (c.in->committed && c.in->committed->seq > c.snap.seq) {
         // The journal committed a newer seq meanwhile (a rename): the index
         // never goes back to an older seq, or a catch-up could apply the
         // journal's record over this newer content.
         c.snap.seq = p_.seqs->take();
-        c.in->recommit = true;
+        c.in->flush.recommit({});
       }
       ib.puts.push_back(&c.snap);
     }
@@ -464,18 +458,11 @@ void Flusher::finish_batch(std::vector<Captured>& batch, const std::vector<Recor
         }
         if (!c.blocks_only) {
           if (in.linked.load()) in.committed = std::make_unique<InodeSnapshot>(c.snap);
-          in.durable_version = std::max(in.durable_version, c.version);
-          if (!in.dirty()) in.reclaiming = false;
           flushed_files_.fetch_add(1, std::memory_order_relaxed);
         }
         for (auto& d : c.dirty) flushed_bytes_.fetch_add(d.len, std::memory_order_relaxed);
-        in.in_flush = false;
-        in.flush_error = Status::OK();
-        if (in.recommit && in.linked.load() && !in.dirty()) ++in.version;
-        if (in.requeue || in.recommit || FileData::ready_to_flush_locked(in)) {
-          in.requeue = in.recommit = false;
-          enqueue_locked(c.in, in.fsync_waiters > 0);
-        }
+        const bool again = in.flush.committed({}, c.version, in.linked.load());
+        if (again || FileData::ready_to_flush_locked(in)) enqueue_locked(c.in, in.flush.syncing());
         if (FileData::unused_locked(in)) p_.data->free_locked(in);
       }
     }
@@ -528,10 +515,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
   for (auto& c : batch) {
     std::lock_guard g(c.in->mu);
     if (no_room && !c.reclaim && !c.dirty.empty() && c.in->linked.load()) refused.push_back(c.in);
-    c.in->in_flush = false;
-    c.in->flush_error = st;
-    c.in->flush_error_attempt = c.in->flush_attempts;
-    c.in->requeue = c.in->recommit = false;
+    c.in->flush.failed({}, st);
     if (c.in->linked.load() || c.in->dirty_charge > 0) again.push_back(c.in);
   }
   {

@@ -17,6 +17,10 @@
 // "Closed" is the client's close() (Inode::active_writers), not the kernel's
 // release, which comes later and in the background.
 //
+// Owns each file's FlushState (Inode::flush, flush_state.h): queued, in
+// flight, committed or failed change only here, through the FlushKey
+// transitions; the other parts report changes and wait on marks.
+//
 // Thread-safe. Lock order: Namespace::commit_mu_ (shared, for a capture and
 // a commit) -> Inode::mu -> q_mu_ (the whole
 // of core/'s order is in block_store.h). Waiting for room (SpaceBudget) is

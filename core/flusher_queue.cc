@@ -16,12 +16,7 @@ void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
   // A peer's file (Inode::peer) is its owner's to write: never into this
   // node's segments or index, whatever marked it.
   if (in->peer) return;
-  if (in->in_flush) {
-    in->requeue = true;
-    return;
-  }
-  if (in->queued) return;
-  in->queued = true;
+  if (!in->flush.enqueue({})) return;
   {
     std::lock_guard l(q_mu_);
     if (urgent)
@@ -34,10 +29,7 @@ void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
 }
 
 void Flusher::enqueue_ungated_locked(const InodeRef& in) {
-  if (in->in_flush) {
-    in->requeue = true;
-    return;
-  }
+  if (!in->flush.may_capture_now({})) return;
   {
     std::lock_guard l(q_mu_);
     ungated_.push_back(in);
@@ -46,15 +38,13 @@ void Flusher::enqueue_ungated_locked(const InodeRef& in) {
 }
 
 void Flusher::track_locked(const InodeRef& in) {
-  if (in->tracked) return;
-  in->tracked = true;
+  if (!in->flush.set_tracked({}, true)) return;
   std::lock_guard l(q_mu_);
   writing_.insert(in);
 }
 
 void Flusher::untrack_locked(const InodeRef& in) {
-  if (!in->tracked) return;
-  in->tracked = false;
+  if (!in->flush.set_tracked({}, false)) return;
   std::lock_guard l(q_mu_);
   writing_.erase(in);
 }
@@ -153,12 +143,12 @@ Status Flusher::flush_all(bool include_open) {
     }
     for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);
-      if (in->atime_dirty && !in->dirty() && in->linked.load()) ++in->version;
+      if (in->atime_dirty && !in->dirty() && in->linked.load()) in->flush.changed();
       in->atime_dirty = false;
       // A file still open for writing is incomplete: committing it would
       // let a crash bring it back partial. Only unmount takes it as it is.
       if (in->active_writers > 0 && !include_open) continue;
-      if ((in->dirty() && in->linked.load()) || in->in_flush) {
+      if ((in->dirty() && in->linked.load()) || in->flush.in_flight()) {
         enqueue_locked(in, false);
         any = true;
       }
@@ -202,8 +192,8 @@ Status Flusher::flush_all(bool include_open) {
       result = Status::IOError("some files could not be flushed");
       for (auto& in : failed) {
         std::lock_guard g(in->mu);
-        if (!in->flush_error.ok()) {
-          result = in->flush_error;
+        if (!in->flush.error().ok()) {
+          result = in->flush.error();
           break;
         }
       }
@@ -214,9 +204,9 @@ Status Flusher::flush_all(bool include_open) {
   if (result.ok()) {
     for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);
-      if (in->dirty() && in->linked.load() && !in->flush_error.ok() &&
+      if (in->dirty() && in->linked.load() && !in->flush.error().ok() &&
           (include_open || in->active_writers == 0))
-        return in->flush_error;
+        return in->flush.error();
     }
   }
   return result;

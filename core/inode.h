@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/flush_state.h"
 #include "core/record.h"
 #include "core/status.h"
 
@@ -97,28 +98,15 @@ class Inode {
   uint32_t rdev = 0;  // device nodes only
   std::map<std::string, std::string> xattrs;
   std::vector<BlockSlot> blocks;
-  uint64_t dirty_charge = 0;     // sum of blocks[i].charge
-  uint64_t version = 0;          // bumped by every change a flush must capture
-  uint64_t durable_version = 0;  // version of the last commit
-  uint64_t trunc_gen = 0;        // bumped by truncation: stale flushes must not land
+  uint64_t dirty_charge = 0;  // sum of blocks[i].charge
+  uint64_t trunc_gen = 0;     // bumped by truncation: stale flushes must not land
+  // Where the file stands with the flush: the flush part's (flush_state.h).
+  FlushState flush;
   uint32_t open_count = 0;
   uint32_t open_writers = 0;
   // Writable handles not sealed (see OpenFile::sealed): while > 0 the file is
   // incomplete and only fsync or unmount may commit it.
   uint32_t active_writers = 0;
-  uint32_t fsync_waiters = 0;
-  bool queued = false;    // in the flush queue
-  bool in_flush = false;  // captured by a flusher, not yet committed
-  // A flush captured a snapshot of it: that record may sit in a segment
-  // past what the index has applied (a crash before the commit, a failed
-  // commit), so removing it needs a tombstone even while committed is null.
-  bool logged = false;
-  bool requeue = false;  // queued again while in_flush: queue it after the flush
-  // Renamed, or its seq overtaken by the journal, while in_flush: the record
-  // the flush wrote has the old name or seq, so the file is committed again
-  // even if clean. Apart from requeue: a flush_all or a second queueing of
-  // an in-flight file must not cost it a commit of its own.
-  bool recommit = false;
   bool atime_dirty = false;  // atime changed alone: saved by flush_all only
   bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail
   // Unlinked or renamed over by a client: the data stays while the kernel
@@ -131,19 +119,12 @@ class Inode {
   // raced (an O_TRUNC against a write in flight) are dropped once the file
   // is opened again, so a reader gets the daemon's bytes.
   bool kernel_cache_ok = false;
-  bool reclaiming = false;  // dirty only because the evictor copies it forward
-  bool tracked = false;     // in the flusher's set of files written while open
-  Status flush_error;       // last flush failure, reported to fsync
-  // Flushes that captured this file, and the one flush_error came from: an
-  // fsync reports only the failure of an attempt that began after it (one
-  // in flight when a fault clears may still fail, and must not fail it).
-  uint64_t flush_attempts = 0, flush_error_attempt = 0;
 
   bool is_dir() const { return S_ISDIR(mode); }
   bool is_reg() const { return S_ISREG(mode); }
   bool is_symlink() const { return S_ISLNK(mode); }
   // Needs a flush: something changed since the last commit. Requires mu.
-  bool dirty() const { return version != durable_version; }
+  bool dirty() const { return flush.dirty(); }
 };
 
 using InodeRef = std::shared_ptr<Inode>;

@@ -17,7 +17,7 @@ namespace {
 // Requires commit_mu_ exclusive (no capture or flush commit runs meanwhile)
 // and in.mu.
 bool needs_tombstone_locked(const Inode& in) {
-  return in.committed || in.logged;
+  return in.committed || in.flush.logged();
 }
 
 // The same, taking in.mu.
@@ -165,7 +165,7 @@ Result<InodeRef> Namespace::create(uint64_t parent, std::string_view name, const
   in->touch(t);
   // A new file is dirty until its first commit: the evictor must not take it
   // in the moment between its creation and its opening.
-  if (in->is_reg()) in->version = 1;
+  if (in->is_reg()) in->flush.changed();
   in->symlink = n.symlink;
   in->rdev = n.rdev;
   in->size = in->is_symlink() ? n.symlink.size() : 0;
@@ -289,8 +289,8 @@ Result<InodeRef> Namespace::rename(uint64_t parent, std::string_view name, uint6
     // A flusher may be committing it under its old name right now: make sure
     // a flush captures the new one.
     std::lock_guard g(src->mu);
-    if (!src->committed) ++src->version;
-    if (src->in_flush) src->recommit = true;
+    if (!src->committed) src->flush.changed();
+    src->flush.renamed();
   }
   if (dst && unused_locked(*dst)) table_.erase(dst->ino);
   return dst;

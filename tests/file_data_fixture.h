@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/file_data.h"
+#include "tests/flush_state_testing.h"
 #include "core/ram_tier.h"
 #include "core/segment_store.h"
 
@@ -47,7 +48,7 @@ class FileDataFixture : public ::testing::Test {
     const uint64_t used = data_->write_locked(in, idx, bo, bytes.data(), n, old);
     ram_.release_dirty(kBlockSize - used);
     in.size = std::max<uint64_t>(in.size, off + n);
-    ++in.version;
+    in.flush.client_wrote();
   }
   // Flushes every dirty slot into one segment record, as the flusher does.
   void flush(Inode& in) {
@@ -78,7 +79,7 @@ class FileDataFixture : public ::testing::Test {
     ASSERT_TRUE((*w)->sync().ok());
     for (size_t i = 0; i < dirty.size(); ++i)
       data_->flushed_locked(in, dirty[i].first, es[0].snap.extents[i].ext, dirty[i].second);
-    in.durable_version = in.version;
+    FlushStateTestAccess::commit(in);
   }
   std::string bytes_of(const ConstBufRef& b, uint32_t off, uint32_t n) {
     return std::string(b->data() + off, n);

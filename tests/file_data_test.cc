@@ -183,19 +183,19 @@ TEST_F(FileDataTest, ADamagedExtentIsCorruptionAndIsCounted) {
 TEST_F(FileDataTest, ReadyToFlushMeansDirtyLinkedAndComplete) {
   Inode in(2);
   in.mode = S_IFREG | 0644;
-  in.version = 1;
   std::lock_guard g(in.mu);
+  in.flush.changed();
   in.active_writers = 1;
   EXPECT_FALSE(FileData::ready_to_flush_locked(in));  // still being written
-  in.fsync_waiters = 1;
+  (void)in.flush.begin_fsync();
   EXPECT_TRUE(FileData::ready_to_flush_locked(in));  // unless an fsync asks
-  in.fsync_waiters = 0;
+  in.flush.end_fsync();
   in.active_writers = 0;
   EXPECT_TRUE(FileData::ready_to_flush_locked(in));
   in.linked = false;
   EXPECT_FALSE(FileData::ready_to_flush_locked(in));
   in.linked = true;
-  in.durable_version = in.version;
+  FlushStateTestAccess::commit(in);
   EXPECT_FALSE(FileData::ready_to_flush_locked(in));  // nothing new
 }
 

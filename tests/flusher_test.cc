@@ -125,7 +125,7 @@ class FlusherTest : public ::testing::Test {
       s.len = len;
     }
     in.size = std::max(in.size, end);
-    ++in.version;
+    in.flush.client_wrote();
   }
   // A regular file of `bytes` written as a client would leave it: dirty
   // buffers charged to the RAM tier; `writing` keeps it open for writing.
@@ -150,9 +150,9 @@ class FlusherTest : public ::testing::Test {
   bool wait_in_flush(const InodeRef& in, bool in_flight = true) {
     std::unique_lock l(in->mu);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (in->in_flush != in_flight && std::chrono::steady_clock::now() < deadline)
+    while (in->flush.in_flight() != in_flight && std::chrono::steady_clock::now() < deadline)
       flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
-    return in->in_flush == in_flight;
+    return in->flush.in_flight() == in_flight;
   }
   std::map<uint64_t, InodeSnapshot> committed() {
     std::map<uint64_t, InodeSnapshot> m;

@@ -68,7 +68,7 @@ mkdir -p "$logdir"
 mkdir -p "$build"
 echo "== configuring $build (-fsanitize=$sanitize)"
 faults=${KVFS_FAULT_TESTS:-OFF}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVFS_SANITIZE="$sanitize" \
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVFS_SANITIZE="$sanitize" -DKVFS_CHECKS=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt_flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt_flags" \
   -DKVFS_FAULT_TESTS="$faults" \
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }

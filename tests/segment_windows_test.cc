@@ -78,7 +78,7 @@ class SegmentWindowsTest : public FileDataFixture {
                       .ok());
       EXPECT_TRUE((*w)->sync().ok());
       data_->flushed_locked(*in, 0, es[0].snap.extents[0].ext, buf);
-      in->durable_version = in->version;
+      FlushStateTestAccess::commit(*in);
       files.push_back(in);
     }
     ram_.drop_clean();

@@ -53,7 +53,7 @@ trap summary EXIT
 tools/install-deps.sh --build --test
 stage_done "install-deps"
 # --no-tests=error: a run that finds no test fails.
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON >/dev/null
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DKVFS_CHECKS=ON >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 stage_done "build"
 ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j2 "${ctest_args[@]}"
