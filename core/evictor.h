@@ -55,7 +55,7 @@ class BackingIo;
 struct RecordEntry;
 class FileData;
 class Flusher;
-class Index;
+class IndexWriter;
 class Namespace;
 class RamTier;
 class SegmentStore;
@@ -101,7 +101,7 @@ class Evictor {
     Namespace* ns;                  // candidates and removals
     RamTier* ram;                   // cached blocks, dirty budget of copies
     SegmentStore* segs;             // usage, scans, deletion
-    Index* index;                   // segment drops
+    IndexWriter* index;             // segment drops
     BackingIo* io;                  // no reclaim while the dir is stalled
     SpaceBudget* budget;            // the cap, room and pass requests
     FileData* data;                 // slots: freed, copied forward, cold reads

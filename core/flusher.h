@@ -63,7 +63,7 @@ class Flusher {
     SeqCounter* seqs;        // seqs of the snapshots and tombstones it writes
     RamTier* ram;            // flush errors writers see
     SegmentStore* segs;      // where records go
-    Index* index;            // where commits go
+    IndexWriter* index;      // where commits go
     BackingIo* io;           // stalls: flush_all's deadline
     SpaceBudget* budget;     // room under the cap
     FileData* data;          // the slots a flush settles

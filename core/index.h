@@ -89,14 +89,24 @@ struct IndexBatch {
   }
 };
 
-class Index {
+// What the flushers, the evictor and the journal ask of the index: one
+// atomic commit. A seam: their policy tests give them an in-memory index
+// that can be made to fail (tests/mem_index.h) instead of RocksDB.
+class IndexWriter {
+ public:
+  virtual ~IndexWriter() = default;
+  // One atomic batch; sync=true also makes it durable (fsync callers).
+  [[nodiscard]] virtual Status commit(const IndexBatch& b, bool sync) = 0;
+};
+
+class Index final : public IndexWriter {
  public:
   // Opens (creating if missing) the database in dir, and flock()s
   // dir/kvfs.lock while open: Busy if another process has it open.
   static Result<std::unique_ptr<Index>> Open(const std::string& dir);
   // Removes the database at dir (before a rebuild).
   static Status Destroy(const std::string& dir);
-  ~Index();
+  ~Index() override;
   // Closes the database; every later call fails with "index unavailable".
   void close();
 
@@ -124,7 +134,7 @@ class Index {
   Result<uint64_t> drop_tombstones();
 
   // One atomic WriteBatch. sync=true also syncs the WAL (fsync callers).
-  Status commit(const IndexBatch& b, bool sync);
+  Status commit(const IndexBatch& b, bool sync) override;
 
  private:
   Index() = default;

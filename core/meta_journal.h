@@ -20,7 +20,7 @@
 namespace kvfs {
 
 class Flusher;
-class Index;
+class IndexWriter;
 class SeqCounter;
 
 class MetaJournal : public Journal {
@@ -28,7 +28,7 @@ class MetaJournal : public Journal {
   MetaJournal(bool read_only, SeqCounter* seqs) : read_only_(read_only), seqs_(seqs) {}
 
   // The index the mount settled on (it may rebuild it before).
-  void use_index(Index* index) { index_ = index; }
+  void use_index(IndexWriter* index) { index_ = index; }
   // From now on entries go to the flushers; those kept so far go first.
   void attach(Flusher* flusher);
   // Entries for the segment log: to the flushers, or kept until attach().
@@ -45,7 +45,7 @@ class MetaJournal : public Journal {
  private:
   const bool read_only_;
   SeqCounter* const seqs_;
-  Index* index_ = nullptr;
+  IndexWriter* index_ = nullptr;
   Flusher* flusher_ = nullptr;
   std::vector<RecordEntry> unlogged_;  // before attach()
 };

@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Flusher on its own parts (no BlockStore, no FUSE): a real segment store
-// and RocksDB index in a temp dir, a namespace, a RAM tier and a space
-// budget. What a flush writes (one segment, one commit per batch, extents
-// that read back bit-exact), what it leaves alone (files still being
-// written), how it fails for lack of room and goes on once there is room,
-// the pressure write-out of an open file's blocks without a commit, and
-// journal entries that cannot reach a segment ending flush_all with the cause,
-// a refused flush of a file since unlinked that neither does that nor
-// refuses writers (they are refused only while a linked file waits for
-// room), and the tombstone
-// that unlinking a file whose first flush is in flight leaves.
+// Flusher on its own parts (no BlockStore, no FUSE, no RocksDB): a real
+// segment store in a temp dir, an in-memory index (tests/mem_index.h) that
+// can be made to fail, a namespace, a RAM tier and a space budget. What a flush writes (one
+// segment, one commit per batch, extents that read back bit-exact), what it leaves alone (files
+// still being written), how it fails for lack of room and goes on once there is room, the pressure
+// write-out of an open file's blocks without a commit, and journal entries that cannot reach a
+// segment ending flush_all with the cause, a refused flush of a file since unlinked that neither
+// does that nor refuses writers (they are refused only while a linked file waits for room), and the
+// tombstone that unlinking a file whose first flush is in flight leaves.
 #include "core/flusher.h"
 
 #include <gtest/gtest.h>
@@ -24,7 +22,6 @@
 #include "core/backing_io.h"
 #include "core/disk_layout.h"
 #include "core/file_data.h"
-#include "core/index.h"
 #include "core/meta_journal.h"
 #include "core/namespace.h"
 #include "core/ram_tier.h"
@@ -32,6 +29,7 @@
 #include "core/segment_store.h"
 #include "core/seq_counter.h"
 #include "core/space_budget.h"
+#include "tests/mem_index.h"
 
 namespace kvfs {
 namespace {
@@ -61,9 +59,7 @@ class FlusherTest : public ::testing::Test {
     char t[] = "/tmp/kvfs-flusher-XXXXXX";
     root_ = ::mkdtemp(t);
     cfg_.backing_dir = root_ + "/backing";
-    cfg_.index_dir = root_ + "/index";
     fs::create_directories(cfg_.backing_dir);
-    fs::create_directories(cfg_.index_dir);
     cfg_.segment_size = 16 * kMiB;
     cfg_.flush_threads = 1;
     cfg_.flush_batch_bytes = 16 * kMiB;
@@ -71,9 +67,6 @@ class FlusherTest : public ::testing::Test {
     auto s = SegmentStore::Open(cfg_, io_.get());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     segs_ = std::move(*s);
-    auto i = Index::Open(cfg_.index_dir);
-    ASSERT_TRUE(i.ok()) << i.status().ToString();
-    index_ = std::move(*i);
     ram_ = std::make_unique<RamTier>(64 * kMiB);
     data_ = std::make_unique<FileData>(ram_.get(), segs_.get());
     ns_ = std::make_unique<Namespace>(&journal_, &system_clock());
@@ -88,9 +81,9 @@ class FlusherTest : public ::testing::Test {
     l.slack = cfg_.segment_size - SpaceBudget::kMetaReserve;
     l.round = round;
     budget_ = std::make_unique<SpaceBudget>(l, segs_.get());
-    flusher_ = std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), &seqs_, ram_.get(),
-                                                        segs_.get(), index_.get(), io_.get(),
-                                                        budget_.get(), data_.get()});
+    flusher_ =
+        std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), &seqs_, ram_.get(), segs_.get(),
+                                                 &index_, io_.get(), budget_.get(), data_.get()});
     if (run) flusher_->start();
   }
   void TearDown() override {
@@ -100,7 +93,6 @@ class FlusherTest : public ::testing::Test {
     ns_.reset();
     data_.reset();
     ram_.reset();
-    index_.reset();
     segs_.reset();
     io_.reset();
     fs::remove_all(root_);
@@ -154,11 +146,7 @@ class FlusherTest : public ::testing::Test {
       flusher_->wait_durable_for(l, std::chrono::milliseconds(5));
     return in->flush.in_flight() == in_flight;
   }
-  std::map<uint64_t, InodeSnapshot> committed() {
-    std::map<uint64_t, InodeSnapshot> m;
-    EXPECT_TRUE(index_->load_all([&](InodeSnapshot&& s) { m[s.ino] = std::move(s); }).ok());
-    return m;
-  }
+  std::map<uint64_t, InodeSnapshot> committed() { return index_.snapshots(); }
   // Every block of a committed file, read back from its extent.
   void expect_bytes(const InodeSnapshot& s) {
     for (const auto& e : s.extents) {
@@ -175,7 +163,7 @@ class FlusherTest : public ::testing::Test {
   SeqCounter seqs_;
   std::unique_ptr<BackingIo> io_;
   std::unique_ptr<SegmentStore> segs_;
-  std::unique_ptr<Index> index_;
+  MemIndex index_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<FileData> data_;
   std::unique_ptr<Namespace> ns_;
@@ -254,6 +242,36 @@ TEST_F(FlusherTest, ARefusedFlushSaysAtCapacityAndGoesOnOnceThereIsRoom) {
   expect_bytes(idx[in->ino]);
 }
 
+// An index commit that fails (a full or failing index volume): the data is
+// in a segment but nothing points to it, so the file stays dirty in RAM,
+// flush_all says why, and the retry commits bytes that read back.
+TEST_F(FlusherTest, AFailedIndexCommitKeepsTheFileDirtyAndTheRetryCommitsIt) {
+  start(256 * kMiB);
+  index_.fail_next(1, Status::IOError("index volume failed"));
+  InodeRef in = make_file("f", 3 * kMiB);
+  Status st = flusher_->flush_all(false);
+  EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+  EXPECT_EQ(index_.failed(), 1u);
+  EXPECT_EQ(committed().count(in->ino), 0u);
+  {
+    std::lock_guard g(in->mu);
+    EXPECT_TRUE(in->dirty());
+    EXPECT_FALSE(in->flush.in_flight());
+    EXPECT_EQ(in->flush.error().code(), Status::Code::kIOError);
+    for (const BlockSlot& b : in->blocks) EXPECT_TRUE(b.buf);  // still the RAM copy
+  }
+  EXPECT_EQ(ram_->dirty_bytes(), 3 * kMiB);
+  flusher_->retry_now();
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  auto idx = committed();
+  ASSERT_EQ(idx.count(in->ino), 1u);
+  expect_bytes(idx[in->ino]);
+  std::lock_guard g(in->mu);
+  EXPECT_FALSE(in->dirty());
+  EXPECT_TRUE(in->flush.error().ok());
+  EXPECT_EQ(ram_->dirty_bytes(), 0u);
+}
+
 // Writers are refused while a linked file's data waits for room, and no
 // longer once that file is removed (its data is gone).
 TEST_F(FlusherTest, WritesAreRefusedOnlyWhileALinkedFilesDataWaitsForRoom) {
@@ -296,7 +314,7 @@ TEST_F(FlusherTest, AFileUnlinkedWhileItsFlushIsRefusedDoesNotFailFlushAll) {
 // tombstone newer than the captured snapshot.
 TEST_F(FlusherTest, AFileUnlinkedWhileItsFirstFlushIsInFlightLeavesATombstone) {
   MetaJournal meta(false, &seqs_);
-  meta.use_index(index_.get());
+  meta.use_index(&index_);
   journal_.to = &meta;
   start(4 * kMiB, std::chrono::milliseconds(300));
   InodeRef in = make_file("f", 24 * kMiB);
@@ -307,12 +325,10 @@ TEST_F(FlusherTest, AFileUnlinkedWhileItsFirstFlushIsInFlightLeavesATombstone) {
   const int calls = journal_.calls;
   ASSERT_TRUE(ns_->remove(kRootIno, "f", false).ok());
   EXPECT_EQ(journal_.calls, calls + 1);
-  uint64_t snap_seq = 0, tomb_seq = 0;
-  ASSERT_TRUE(index_->seqs(in->ino, &snap_seq, &tomb_seq).ok());
-  EXPECT_EQ(snap_seq, 0u);
+  EXPECT_EQ(index_.snap_seq(in->ino), 0u);
   // Newer than the captured snapshot: a catch-up never applies that record
   // over it (recovery.cc, apply).
-  EXPECT_GE(tomb_seq, captured_below);
+  EXPECT_GE(index_.tomb_seq(in->ino), captured_below);
 }
 
 TEST_F(FlusherTest, PressureWritesAnOpenFilesBlocksOutWithoutCommittingIt) {
