@@ -15,7 +15,9 @@
 #                   mount_nodes_test, mount_peers_test and
 #                   mount_peers_faults_test;
 #                   the rest of the mount tests run one client at a time
-#                   and would add most of an hour under TSan).
+#                   and would add most of an hour under TSan; the
+#                   sixteen-node mount_fleet_test runs the same code as the
+#                   nodes' tests, in sixteen TSan daemons' worth of memory).
 #
 # A daemonized kvfs logs to syslog and its stderr goes nowhere, so the
 # sanitizers write their reports to files (log_path) under
@@ -49,11 +51,11 @@ case "$mode" in
   tsan)
     build=build-tsan
     sanitize="thread"
-    targets=(kvfs block_store_test evictor_test recovery_test backing_io_test space_budget_test
+    targets=(kvfs block_store_test evictor_test evictor_parts_test recovery_test backing_io_test space_budget_test
       flusher_test namespace_test file_data_test prefetcher_test segment_windows_test mount_races_test
       mount_stall_test mount_prefetch_test mount_nodes_test segment_store_test peer_files_test peer_imports_test mount_peers_test mount_peers_faults_test)
     opt_flags="-O2 -g -DNDEBUG"
-    ctest_filter=(-R "^(StoreTest|EvictorTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentWindowsTest|SegmentStoreTest|PeerFilesTest)\.|^mount_(races|stall|prefetch|nodes|peers|peers_faults)_test$")
+    ctest_filter=(-R "^(StoreTest|EvictorTest|EvictorPartsTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentWindowsTest|SegmentStoreTest|PeerFilesTest)\.|^mount_(races|stall|prefetch|nodes|peers|peers_faults)_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2
