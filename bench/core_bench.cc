@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "bench/plain_lru.h"
-#include "core/block_store.h"
-#include "core/ram_tier.h"
+#include "core/ram/ram_tier.h"
+#include "core/store/block_store.h"
 
 using namespace kvfs;
 namespace fs = std::filesystem;

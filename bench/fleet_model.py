@@ -6,7 +6,7 @@
         [--entries-per-readdir 200] [--requests-per-open 3.9] [--poll 0.2]
         [--idle-share 0]
 
-What one node's follower asks of the server, from core/peer_log.cc: every
+What one node's follower asks of the server, from core/peers/peer_log.cc: every
 pass (peer_poll seconds, 0.2) one listing of segments/ (an OPENDIR, the
 READDIRs for every node's segments, a RELEASEDIR) and, for each peer, an open
 of its newest min(8, S) segments (OPEN, GETATTR, READ of the record past the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvfs's statistics for the benchmarks, through the control protocol's one
-// client (core/control_client.h). The benchmarks only want the numbers when
+// client (core/control/control_client.h). The benchmarks only want the numbers when
 // they are there, so failures become nullopt / "".
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "core/control_client.h"
+#include "core/control/control_client.h"
 
 namespace kvfs::bench {
 

@@ -27,7 +27,7 @@
 
 #include "bench/mrqa_schedule.h"
 #include "bench/plain_lru.h"
-#include "core/ram_tier.h"
+#include "core/ram/ram_tier.h"
 
 namespace kvfs::bench {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/block_store.h"
-#include "core/log.h"
+#include "core/store/block_store.h"
+#include "core/util/log.h"
 #include "fs/errno_map.h"
 #include "fs/option_table.h"
 #include "fs/options.h"

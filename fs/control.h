@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The control file: how kvfs-admin talks to a mounted kvfs; the daemon's
-// side of the protocol that core/control_client.h describes and implements
+// side of the protocol that core/control/control_client.h describes and implements
 // for clients.
 //
 // A hidden regular file (control::kControlName) at the mount root, absent
@@ -22,8 +22,8 @@
 #include <mutex>
 #include <string>
 
-#include "core/control_client.h"
-#include "core/metrics.h"
+#include "core/control/control_client.h"
+#include "core/util/metrics.h"
 
 namespace kvfs {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "core/backing_nodes.h"
-#include "core/config.h"
-#include "core/mounts.h"
+#include "core/backing/backing_nodes.h"
+#include "core/backing/mounts.h"
+#include "core/config/config.h"
 
 extern char** environ;
 

@@ -2,7 +2,7 @@
 // The one place a core Status becomes an errno (the FUSE edge).
 #pragma once
 
-#include "core/status.h"
+#include "core/util/status.h"
 
 namespace kvfs {
 

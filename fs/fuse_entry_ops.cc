@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/log.h"
+#include "core/util/log.h"
 #include "fs/errno_map.h"
 #include "fs/fuse_ops.h"
 

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <optional>
 
-#include "core/block_store.h"
+#include "core/store/block_store.h"
 #include "fs/control.h"
 #include "fs/options.h"
 

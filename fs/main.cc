@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/disk_layout.h"
-#include "core/log.h"
-#include "core/mounts.h"
+#include "core/backing/disk_layout.h"
+#include "core/backing/mounts.h"
+#include "core/config/config.h"
+#include "core/util/log.h"
 #include "fs/dead_mount.h"
 #include "fs/fuse_ops.h"
 #include "fs/metrics_server.h"

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/log.h"
+#include "core/util/log.h"
 
 namespace kvfs {
 

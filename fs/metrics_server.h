@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "core/status.h"
+#include "core/util/status.h"
 
 namespace httplib {
 class Server;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The FsConfig half of the option table, and the lookup that joins it with
-// StoreConfig's half (core/option_table.h explains why there are two).
+// StoreConfig's half (core/config/option_table.h explains why there are two).
 // Everything that lists or parses options goes through mount_options() or
 // find_mount_option(): mount parsing, `kvfs-admin config`, `kvfs --help`.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/option_table.h"
+#include "core/config/option_table.h"
 #include "fs/options.h"
 
 namespace kvfs {

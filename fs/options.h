@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/status.h"
+#include "core/config/config.h"
+#include "core/util/status.h"
 
 namespace kvfs {
 

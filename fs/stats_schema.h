@@ -17,9 +17,9 @@
 #include <string>
 #include <string_view>
 
-#include "core/block_store.h"
-#include "core/evictor.h"
-#include "core/recovery.h"
+#include "core/evict/evictor.h"
+#include "core/recovery/recovery.h"
+#include "core/store/block_store.h"
 
 namespace kvfs::stats {
 

@@ -2,7 +2,7 @@
 // BackingIo: deadlines on backing calls and the stall detector. A "backing
 // call" here is a function that blocks until the test releases it: the one
 // fake in these tests, standing in for a read() on a hung NFS server.
-#include "core/backing_io.h"
+#include "core/backing/backing_io.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // BlockStore without FUSE: the data path, persistence, rebuild and damage.
-#include "core/block_store.h"
+#include "core/store/block_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <random>
 
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
 
 namespace kvfs {
 namespace {

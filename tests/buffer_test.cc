@@ -2,7 +2,7 @@
 // BufferPool: size classes, alignment for O_DIRECT, recycling of freed
 // buffers and the bounds that keep idle buffers within the RAM budget. The
 // pool is process-wide: each test starts by emptying it.
-#include "core/buffer.h"
+#include "core/util/buffer.h"
 
 #include <gtest/gtest.h>
 

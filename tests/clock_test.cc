@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Clock: the seam tests move time through instead of sleeping.
-#include "core/clock.h"
+#include "core/util/clock.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The control protocol's client (core/control_client.h) without a daemon: a
+// The control protocol's client (core/control/control_client.h) without a daemon: a
 // plain file stands in for the control file. A regular file hands back what
 // was written at offset 0, so a request comes back as its own "reply", which
 // exercises the whole exchange (one write, the read from offset 0 to end of
 // file) and the reply's checks. The exchange with a real daemon is covered
 // by the mount tests, which all use this client (mount_hostile_test,
 // mount_eviction_test, reliability_util.h, kvfs-admin in mount_admin_test).
-#include "core/control_client.h"
+#include "core/control/control_client.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

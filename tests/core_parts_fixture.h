@@ -16,17 +16,17 @@
 #include <filesystem>
 #include <map>
 
-#include "core/backing_io.h"
-#include "core/clock.h"
-#include "core/disk_layout.h"
-#include "core/file_data.h"
-#include "core/flusher.h"
-#include "core/meta_journal.h"
-#include "core/namespace.h"
-#include "core/ram_tier.h"
-#include "core/segment_store.h"
-#include "core/seq_counter.h"
-#include "core/space_budget.h"
+#include "core/backing/backing_io.h"
+#include "core/backing/disk_layout.h"
+#include "core/data/file_data.h"
+#include "core/flush/flusher.h"
+#include "core/flush/meta_journal.h"
+#include "core/namespace/namespace.h"
+#include "core/ram/ram_tier.h"
+#include "core/segments/segment_store.h"
+#include "core/space/space_budget.h"
+#include "core/util/clock.h"
+#include "core/util/seq_counter.h"
 #include "tests/mem_index.h"
 
 namespace kvfs {

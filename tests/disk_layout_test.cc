@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The backing dir's names (core/disk_layout.h): what the on-disk format
+// The backing dir's names (core/backing/disk_layout.h): what the on-disk format
 // fixes, checked literally so that a change to them cannot pass unnoticed.
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
 
 #include <gtest/gtest.h>
 

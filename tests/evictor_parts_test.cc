@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/evictor.h"
+#include "core/evict/evictor.h"
 #include "tests/core_parts_fixture.h"
 
 namespace kvfs {

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <random>
 
-#include "core/block_store.h"
-#include "core/clock.h"
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
+#include "core/store/block_store.h"
+#include "core/util/clock.h"
 #include "tests/reconfigure_util.h"
 
 namespace kvfs {

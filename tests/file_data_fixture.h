@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/file_data.h"
+#include "core/data/file_data.h"
+#include "core/ram/ram_tier.h"
+#include "core/segments/segment_store.h"
 #include "tests/flush_state_testing.h"
-#include "core/ram_tier.h"
-#include "core/segment_store.h"
 
 namespace kvfs {
 

@@ -4,7 +4,7 @@
 // flush, a truncate and a free charge and release, which extent a partial
 // write or a truncate must keep (read by the caller with no lock held), the
 // checksummed cold read, and the one "ready to flush" rule.
-#include "core/file_data.h"
+#include "core/data/file_data.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

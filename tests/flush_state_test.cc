@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // FlushState: the transitions of a file through a flush, on their own.
-#include "core/flush_state.h"
+#include "core/inode/flush_state.h"
 
 #include <gtest/gtest.h>
 

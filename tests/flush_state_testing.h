@@ -4,7 +4,7 @@
 // clean exactly as a real commit leaves it.
 #pragma once
 
-#include "core/inode.h"
+#include "core/inode/inode.h"
 
 namespace kvfs {
 

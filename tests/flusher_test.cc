@@ -8,11 +8,11 @@
 // segment ending flush_all with the cause, a refused flush of a file since unlinked that neither
 // does that nor refuses writers (they are refused only while a linked file waits for room), and the
 // tombstone that unlinking a file whose first flush is in flight leaves.
-#include "core/flusher.h"
+#include "core/flush/flusher.h"
 
 #include <gtest/gtest.h>
 
-#include "core/recovery.h"
+#include "core/recovery/recovery.h"
 #include "tests/core_parts_fixture.h"
 
 namespace kvfs {

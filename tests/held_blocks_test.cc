@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // HeldBlocks: the block each open keeps for the rest of a read in pieces,
 // within a limit that follows the RAM tier's size.
-#include "core/held_blocks.h"
+#include "core/ram/held_blocks.h"
 
 #include <gtest/gtest.h>
 

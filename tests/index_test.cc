@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Index: the RocksDB keys of the segment-log follower (snapshots, deletion
 // seqs, applied positions, unlogged journal entries), on a real database.
-#include "core/index.h"
+#include "core/index/index.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

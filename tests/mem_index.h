@@ -9,7 +9,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/index.h"
+#include "core/index/index.h"
 
 namespace kvfs {
 

@@ -3,7 +3,7 @@
 // new directory leave in the index (the snapshot or tombstone with a fresh
 // seq, and a P key until the entry reaches a segment), the inode's committed
 // copy afterwards, and that a failed commit changes nothing.
-#include "core/meta_journal.h"
+#include "core/flush/meta_journal.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/index.h"
-#include "core/seq_counter.h"
+#include "core/index/index.h"
+#include "core/util/seq_counter.h"
 
 namespace kvfs {
 namespace {

@@ -2,7 +2,7 @@
 // LatencyHistogram: the admin tool's percentiles land within one bucket
 // (about 19 %) of the true value, and the Prometheus view is cumulative with
 // +Inf equal to the count.
-#include "core/metrics.h"
+#include "core/util/metrics.h"
 
 #include <gtest/gtest.h>
 

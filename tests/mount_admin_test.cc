@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
 #include "fs/stats_schema.h"
 #include "tests/mount_fixture.h"
 

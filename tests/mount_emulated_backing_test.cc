@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {

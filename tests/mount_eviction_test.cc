@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/control_client.h"
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
+#include "core/control/control_client.h"
 #include "tests/mount_fixture.h"
 #include "tests/reliability_util.h"
 

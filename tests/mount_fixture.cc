@@ -20,8 +20,8 @@
 #include <random>
 #include <set>
 
-#include "core/disk_layout.h"
-#include "core/mounts.h"
+#include "core/backing/disk_layout.h"
+#include "core/backing/mounts.h"
 
 extern char** environ;
 

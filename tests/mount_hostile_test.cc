@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/control_client.h"
+#include "core/control/control_client.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {

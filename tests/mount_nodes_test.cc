@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Mount tests: nodes sharing one backing dir (core/peer_log.h) while the
+// Mount tests: nodes sharing one backing dir (core/peers/peer_log.h) while the
 // shared storage or the other nodes misbehave, through real mounts:
 // - the same names stored on two nodes at once, as two vLLM instances do
 //   with one prefix: every read is one node's whole version;

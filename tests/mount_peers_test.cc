@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Mount tests: kvfs daemons of two and three node_ids over one backing dir
-// see each other's files (core/peer_log.h) through real mounts with the
+// see each other's files (core/peers/peer_log.h) through real mounts with the
 // default kernel caches: a file closed on one node is looked up, listed and
 // read bit-exact on the others within seconds, also after they looked the
 // name up and missed; an owner evicting under its cap while a peer reads its

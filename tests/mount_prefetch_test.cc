@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/control_client.h"
+#include "core/control/control_client.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {

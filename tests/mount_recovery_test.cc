@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Mounts: reading /proc/self/mountinfo and the path rules the daemon's
 // startup checks use (a backing dir inside a mount, a mount point in use).
-#include "core/mounts.h"
+#include "core/backing/mounts.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // NameNotices: the names removed behind the kernel's back reach whoever
 // listens, with no lock held while it runs.
-#include "core/name_notices.h"
+#include "core/namespace/name_notices.h"
 
 #include <gtest/gtest.h>
 

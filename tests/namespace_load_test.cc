@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/namespace.h"
+#include "core/namespace/namespace.h"
 
 namespace kvfs {
 namespace {

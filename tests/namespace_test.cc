@@ -3,7 +3,7 @@
 // evictions) and their journal, and the rule that lookups never wait for a
 // journal commit (the index write of a change runs under commit_mu_, not
 // under the lock lookups take).
-#include "core/namespace.h"
+#include "core/namespace/namespace.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The option table (core/option_table.h, fs/option_table.h): its defaults
+// The option table (core/config/option_table.h, fs/option_table.h): its defaults
 // are the structs', its ranges are what validate() refuses, its runtime
 // column is what `kvfs-admin config` accepts, and the man pages agree.
 #include "fs/option_table.h"
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/block_store.h"
-#include "core/config.h"
+#include "core/config/config.h"
+#include "core/store/block_store.h"
 #include "fs/control.h"
 #include "fs/options.h"
 

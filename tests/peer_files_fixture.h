@@ -18,9 +18,9 @@
 #include <set>
 #include <string>
 
-#include "core/block_store.h"
-#include "core/clock.h"
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
+#include "core/store/block_store.h"
+#include "core/util/clock.h"
 
 namespace kvfs {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Nodes sharing one backing dir see each other's files (core/peer_log.h,
-// core/peer_imports.cc), with the fixture of peer_files_fixture.h.
+// Nodes sharing one backing dir see each other's files (core/peers/peer_log.h,
+// core/peers/peer_imports.cc), with the fixture of peer_files_fixture.h.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a node keeps of the peers' files it made visible (imports,
-// core/peer_imports.cc): an import nothing references any more is
+// core/peers/peer_imports.cc): an import nothing references any more is
 // released and found again by the next lookup, so imports stay bounded by
 // what is in use; an unlink or a rename of a peer's name imports it first;
 // a peer's directory rename reaches the imports below it. Fixture:

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// PeerLog on its own (core/peer_log.h): a follower of node "a"'s segment log,
+// PeerLog on its own (core/peers/peer_log.h): a follower of node "a"'s segment log,
 // as node "b" runs it, over a real backing dir that a real BlockStore of
 // node "a" writes (peer_files_fixture.h). What a pass costs the server (its
 // listings and segment opens) and how quiet peers rest.
-#include "core/peer_log.h"
+#include "core/peers/peer_log.h"
 
 #include <gtest/gtest.h>
 
-#include "core/segment_store.h"
+#include "core/segments/segment_store.h"
 #include "tests/peer_files_fixture.h"
 
 namespace kvfs {

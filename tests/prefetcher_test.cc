@@ -4,7 +4,7 @@
 // RAM has; a block evicted or rewritten before its read is not read; and the
 // RAM tier counts each prefetched block used (a client hit) or wasted (left
 // unread).
-#include "core/prefetcher.h"
+#include "core/data/prefetcher.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

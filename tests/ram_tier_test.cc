@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // RamTier: byte cap, segmented LRU, what a block read from the backing dir
 // may push out, dirty backpressure.
-#include "core/ram_tier.h"
+#include "core/ram/ram_tier.h"
 
 #include <gtest/gtest.h>
 

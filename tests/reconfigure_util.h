@@ -3,7 +3,7 @@
 // runtime setter (BlockStore::reconfigure), as `kvfs-admin config K=V` does.
 #pragma once
 
-#include "core/block_store.h"
+#include "core/store/block_store.h"
 
 namespace kvfs {
 

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The on-disk format: round trips and hostile bytes.
-#include "core/record.h"
+#include "core/records/record.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstring>
 
-#include "core/buffer.h"
+#include "core/util/buffer.h"
 
 namespace kvfs {
 namespace {

@@ -4,7 +4,7 @@
 // caught up with the segments at the next open; deletions and renames
 // survive the reclamation of the segment that held their records and a
 // rebuild from the segments.
-#include "core/recovery.h"
+#include "core/recovery/recovery.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,10 +16,10 @@
 #include <random>
 #include <set>
 
-#include "core/block_store.h"
-#include "core/disk_layout.h"
-#include "core/index.h"
-#include "core/segment_store.h"
+#include "core/backing/disk_layout.h"
+#include "core/index/index.h"
+#include "core/segments/segment_store.h"
+#include "core/store/block_store.h"
 #include "tests/reconfigure_util.h"
 
 namespace kvfs {

@@ -22,7 +22,7 @@
 #include <string>
 #include <thread>
 
-#include "core/control_client.h"
+#include "core/control/control_client.h"
 #include "tests/mount_fixture.h"
 
 namespace kvfs::test {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ReuseTable: the uses between two uses of a key, for keys it still holds.
-#include "core/reuse_table.h"
+#include "core/ram/reuse_table.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // as, the locks that keep a second daemon of a node out while other nodes
 // share the dir, preallocation, deletion and
 // the live-bytes accounting the evictor decides by.
-#include "core/segment_store.h"
+#include "core/segments/segment_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.h"
-#include "core/disk_layout.h"
+#include "core/backing/disk_layout.h"
+#include "core/config/config.h"
 
 namespace kvfs {
 namespace {

@@ -8,7 +8,7 @@
 // client that looked its prefix up whole) read no window; a client that
 // waited for a window read the backing dir never answered gets the
 // timeout, not a second wait.
-#include "core/segment_windows.h"
+#include "core/segments/segment_windows.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/backing_io.h"
+#include "core/backing/backing_io.h"
 #include "file_data_fixture.h"
 
 namespace kvfs {

@@ -2,7 +2,7 @@
 // SpaceBudget on its own: grants under the cap, waiting for passes (with the
 // serve callback that lets a pass finish), giving up, the no-space state and
 // stop. The segments' usage is a counter here: the budget only reads it.
-#include "core/space_budget.h"
+#include "core/space/space_budget.h"
 
 #include <gtest/gtest.h>
 

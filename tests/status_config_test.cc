@@ -6,7 +6,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "fs/options.h"
 
 namespace kvfs {

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "core/control_client.h"
+#include "core/control/control_client.h"
 #include "tools/admin_exit.h"
 
 namespace kvfs::admin {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // kvfs-admin's link to a mounted kvfs: finds the mount, talks to the daemon
-// through its control file (the protocol is core/control_client.h), and
+// through its control file (the protocol is core/control/control_client.h), and
 // turns command-line paths into paths relative to the mount root. The daemon
 // decides who may change what (root or the user who mounted); this tool only
 // reports its answer.

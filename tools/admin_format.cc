@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.h"
-#include "core/option_table.h"
+#include "core/config/config.h"
+#include "core/config/option_table.h"
 #include "fs/prom_text.h"
 #include "fs/stats_schema.h"
 #include "tools/admin_exit.h"

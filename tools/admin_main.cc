@@ -3,7 +3,7 @@
 // unmounted backing directory.
 //
 // Online commands talk to the daemon through the hidden control file at the
-// mount root (the protocol: core/control_client.h). The daemon decides who
+// mount root (the protocol: core/control/control_client.h). The daemon decides who
 // may change what (root or the user who mounted); this tool only reports its
 // answer.
 // Offline commands (fsck, rebuild-index) use the core library directly; the

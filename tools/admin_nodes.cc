@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/backing_nodes.h"
-#include "core/disk_layout.h"
+#include "core/backing/backing_nodes.h"
+#include "core/backing/disk_layout.h"
 #include "tools/admin_exit.h"
 #include "tools/admin_format.h"
 

@@ -22,15 +22,15 @@
 #include <utility>
 #include <vector>
 
-#include "core/backing_nodes.h"
-#include "core/buffer.h"
-#include "core/config.h"
-#include "core/disk_layout.h"
-#include "core/index.h"
-#include "core/inode.h"
-#include "core/record.h"
-#include "core/recovery.h"
-#include "core/segment_store.h"
+#include "core/backing/backing_nodes.h"
+#include "core/backing/disk_layout.h"
+#include "core/config/config.h"
+#include "core/index/index.h"
+#include "core/inode/inode.h"
+#include "core/records/record.h"
+#include "core/recovery/recovery.h"
+#include "core/segments/segment_store.h"
+#include "core/util/buffer.h"
 #include "tools/admin_exit.h"
 #include "tools/admin_format.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "fs/prom_text.h"
 #include "tools/admin_client.h"
 #include "tools/admin_exit.h"

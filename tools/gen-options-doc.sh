@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Writes the mount option table of docs/options.md from the option table in
-# code (core/option_table.cc, fs/option_table.cc), as `kvfs --help` prints it:
+# code (core/config/option_table.cc, fs/option_table.cc), as `kvfs --help` prints it:
 # one row per option with its default, whether `kvfs-admin config` changes it
 # at run time, and its one-line doc.
 #

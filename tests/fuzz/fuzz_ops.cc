@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "core/block_store.h"
+#include "core/store/block_store.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzz target: the on-disk record format (core/record.h) over hostile bytes.
+// Fuzz target: the on-disk record format (core/records/record.h) over hostile bytes.
 //
 // Every decoder must reject or accept any input without reading out of
 // bounds, overflowing or allocating without bound; whatever it accepts must
@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/buffer.h"
-#include "core/record.h"
+#include "core/records/record.h"
+#include "core/util/buffer.h"
 
 namespace {
 

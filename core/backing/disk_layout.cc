@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/backing/disk_layout.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace kvfs::layout {
+namespace {
+
+constexpr size_t kIdDigits = 16;
+
+std::string join(const std::string& dir, const char* name) {
+  return dir + "/" + name;
+}
+
+}  // namespace
+
+std::string super_path(const std::string& backing) {
+  return join(backing, kSuperName);
+}
+
+std::string super_tmp_path(const std::string& backing, const std::string& node) {
+  return join(backing, (std::string(kSuperName) + "." + node + ".tmp").c_str());
+}
+
+std::string lock_path(const std::string& backing, const std::string& node) {
+  return join(backing, ("kvfs." + node + ".lock").c_str());
+}
+
+std::string shared_lock_path(const std::string& backing) {
+  return join(backing, kSharedLockName);
+}
+
+std::string shared_marker_path(const std::string& backing) {
+  return join(backing, kSharedMarkerName);
+}
+
+std::string direct_probe_path(const std::string& backing, const std::string& node) {
+  return segment_dir(backing) + "/.direct_probe." + node;
+}
+
+std::string segment_dir(const std::string& backing) {
+  return join(backing, kSegDir);
+}
+
+std::string lock_holder_text(const LockHolder& h) {
+  return h.pid + "\n" + h.host + "\n" + h.mount + "\n";
+}
+
+LockHolder parse_lock_holder(std::string_view text) {
+  LockHolder h;
+  std::string* fields[] = {&h.pid, &h.host, &h.mount};
+  for (std::string* f : fields) {
+    const size_t nl = text.find('\n');
+    *f = std::string(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return h;
+}
+
+std::string segment_name(const std::string& node, uint64_t id) {
+  char b[kIdDigits + 1];
+  std::snprintf(b, sizeof(b), "%016" PRIx64, id);
+  return node + "-" + b + kSegSuffix;
+}
+
+std::optional<SegmentFileName> parse_segment_name(std::string_view name) {
+  const std::string_view suffix = kSegSuffix;
+  // At least one character of node, then '-', the id and the suffix.
+  const size_t tail = 1 + kIdDigits + suffix.size();
+  if (name.size() <= tail || name.substr(name.size() - suffix.size()) != suffix ||
+      name[name.size() - tail] != '-')
+    return std::nullopt;
+  const std::string_view hex = name.substr(name.size() - tail + 1, kIdDigits);
+  uint64_t id = 0;
+  for (char c : hex) {
+    int d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      return std::nullopt;
+    id = id << 4 | uint64_t(d);
+  }
+  if (id == 0) return std::nullopt;
+  return SegmentFileName{std::string(name.substr(0, name.size() - tail)), id};
+}
+
+namespace {
+constexpr std::string_view kRetiredSuffix = ".retired";
+}
+
+std::string retired_segment_name(std::string_view segment_name) {
+  return std::string(segment_name) + std::string(kRetiredSuffix);
+}
+
+std::optional<SegmentFileName> parse_retired_segment_name(std::string_view name) {
+  if (name.size() <= kRetiredSuffix.size() ||
+      name.substr(name.size() - kRetiredSuffix.size()) != kRetiredSuffix)
+    return std::nullopt;
+  return parse_segment_name(name.substr(0, name.size() - kRetiredSuffix.size()));
+}
+
+}  // namespace kvfs::layout

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// Inode: one file, directory, symlink or special file (FIFO, socket, device
+// node: metadata only, their I/O never reaches kvfs) in memory.
+//
+// The whole namespace lives in RAM (the index holds its persistent copy), so
+// lookups never touch the disk. A regular file's data is a vector of 1 MiB
+// block slots; each slot holds a dirty RAM buffer (authoritative while set)
+// and/or the extent of its latest copy in a segment (authoritative when no
+// buffer is set). Clean copies of extents live in the RamTier, keyed by
+// extent, so dropping them never touches the inode.
+//
+// Locking: the tree's fields (below) are written only with Namespace's two
+// locks held exclusively and read with either held at least shared. Fields
+// under "mu" need the inode's own mutex. Lock order: Namespace's locks, then
+// Inode::mu; never two inode mutexes at once.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/inode/flush_state.h"
+#include "core/records/record.h"
+#include "core/util/buffer.h"
+#include "core/util/status.h"
+
+namespace kvfs {
+
+inline constexpr uint64_t kRootIno = 1;
+
+struct BlockSlot {
+  BufRef buf;           // dirty copy; null when clean or a hole
+  uint32_t len = 0;     // valid bytes in this block; the rest reads as zeros
+  uint32_t charge = 0;  // dirty bytes charged to the RamTier for buf
+  Extent ext;           // latest copy written to a segment
+  // buf was handed to a reader: never written in place again (the reply
+  // may still be reading it after the reader's reference looks gone).
+  bool lent = false;
+};
+
+class Inode;
+
+// Where a file imported from another node's log came from (peer_log.h).
+struct PeerOrigin {
+  std::string node;
+  uint64_t ino = 0;  // the peer's inode number
+};
+
+struct DirData {
+  std::unordered_map<std::string, std::shared_ptr<Inode>> by_name;
+  std::map<uint64_t, Inode*> by_cookie;  // readdir order, stable offsets
+  uint64_t next_cookie = 3;              // 1 and 2 are "." and ".."
+  uint32_t subdirs = 0;
+};
+
+class Inode {
+ public:
+  explicit Inode(uint64_t i) : ino(i) {}
+  const uint64_t ino;
+
+  // --- the tree: written with Namespace::commit_mu_ and Namespace::mu_ both
+  // held exclusively, read under either (namespace.h) ---
+  uint64_t parent = 0;
+  std::string name;
+  uint64_t dir_cookie = 0;
+  std::atomic<bool> linked{true};  // false once unlinked (nlink 0)
+  std::unique_ptr<DirData> dir;    // directories only
+  // Last snapshot in the index; null if the index does not know this inode.
+  // Written under Namespace::commit_mu_ exclusive (the journal), or shared
+  // plus mu (a flush commit); read under commit_mu_ plus mu.
+  std::unique_ptr<InodeSnapshot> committed;
+  // Set (before it is linked, never changed) for a file another node owns:
+  // read only here, never journaled, flushed or evicted; its extents name
+  // the peer's segments (SegmentStore's foreign ids), and may move under mu
+  // to where the peer has the same bytes now (peer_imports.cc).
+  std::unique_ptr<const PeerOrigin> peer;
+
+  std::atomic<uint64_t> nlookup{0};  // kernel references (FUSE lookup count)
+  // Last open, lookup, stat, read or atime touch (CLOCK_REALTIME ns): the LRU
+  // key of the evictor. Relaxed atomics: a stale value only shifts the order.
+  std::atomic<int64_t> last_access_ns{0};
+  void touch(int64_t t) { last_access_ns.store(t, std::memory_order_relaxed); }
+
+  // --- guarded by mu ---
+  std::mutex mu;
+  uint32_t mode = 0;
+  uint32_t uid = 0, gid = 0;
+  uint64_t size = 0;
+  int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+  std::string symlink;
+  uint32_t rdev = 0;  // device nodes only
+  std::map<std::string, std::string> xattrs;
+  std::vector<BlockSlot> blocks;
+  uint64_t dirty_charge = 0;  // sum of blocks[i].charge
+  uint64_t trunc_gen = 0;     // bumped by truncation: stale flushes must not land
+  // Where the file stands with the flush: the flush part's (flush_state.h).
+  FlushState flush;
+  uint32_t open_count = 0;
+  uint32_t open_writers = 0;
+  // Writable handles not sealed (see OpenFile::sealed): while > 0 the file is
+  // incomplete and only fsync or unmount may commit it.
+  uint32_t active_writers = 0;
+  bool atime_dirty = false;  // atime changed alone: saved by flush_all only
+  bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail
+  // Unlinked or renamed over by a client: the data stays while the kernel
+  // holds the inode (nlookup > 0), so an open through a dentry it resolved
+  // just before finds this version, as on a local filesystem.
+  bool kept_for_kernel = false;
+  // The kernel's page cache of this file may be kept at the next open:
+  // nothing was written or truncated since the last open. Close-to-open, as
+  // NFS does: pages the kernel cached while writers on other descriptors
+  // raced (an O_TRUNC against a write in flight) are dropped once the file
+  // is opened again, so a reader gets the daemon's bytes.
+  bool kernel_cache_ok = false;
+
+  bool is_dir() const { return S_ISDIR(mode); }
+  bool is_reg() const { return S_ISREG(mode); }
+  bool is_symlink() const { return S_ISLNK(mode); }
+  // Needs a flush: something changed since the last commit. Requires mu.
+  bool dirty() const { return flush.dirty(); }
+};
+
+using InodeRef = std::shared_ptr<Inode>;
+
+// Attributes as the FUSE layer reports them.
+struct Attr {
+  uint64_t ino = 0;
+  uint32_t mode = 0;
+  uint32_t nlink = 1;
+  uint32_t uid = 0, gid = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;  // 512-byte units
+  uint32_t rdev = 0;
+  int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+};
+
+}  // namespace kvfs

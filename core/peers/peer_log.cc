@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/peers/peer_log.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <set>
+
+#include "core/backing/backing_io.h"
+#include "core/backing/disk_layout.h"
+#include "core/records/segment_scan.h"
+#include "core/segments/segment_store.h"
+#include "core/util/log.h"
+
+namespace kvfs {
+
+std::vector<std::string_view> split_path(std::string_view p) {
+  std::vector<std::string_view> out;
+  while (!p.empty()) {
+    const size_t k = p.find('/');
+    std::string_view c = p.substr(0, k);
+    if (!c.empty()) out.push_back(c);
+    if (k == std::string_view::npos) break;
+    p.remove_prefix(k + 1);
+  }
+  return out;
+}
+
+namespace {
+
+// A peer's root is inode 1, as every node's: paths resolve from it.
+constexpr uint64_t kRootInoPeer = 1;
+
+bool servable(uint32_t mode) {
+  return S_ISREG(mode) || S_ISDIR(mode);
+}
+
+}  // namespace
+
+PeerLog::PeerLog(std::string backing, std::string own_node, SegmentStore* segs, BackingIo* io,
+                 const Clock* clock)
+    : dir_(layout::segment_dir(backing)),
+      own_(std::move(own_node)),
+      segs_(segs),
+      io_(io),
+      clock_(clock) {}
+
+PeerLog::~PeerLog() {
+  stop();
+}
+
+void PeerLog::set_listener(ChangeFn fn) {
+  std::lock_guard l(mu_);
+  listener_ = std::move(fn);
+}
+
+void PeerLog::start(double interval_s) {
+  th_ = std::thread([this, interval_s] { run(interval_s); });
+}
+
+void PeerLog::stop() {
+  {
+    std::lock_guard l(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (th_.joinable()) th_.join();
+}
+
+void PeerLog::run(double interval_s) {
+  const auto step = std::chrono::duration<double>(interval_s);
+  std::chrono::duration<double> last{0};
+  for (;;) {
+    {
+      // A slow dir (a busy or far server) gets fewer passes: the thread
+      // spends at most about a third of its time in them, up to a pause of
+      // kMaxPause between passes.
+      const auto pause = std::max<std::chrono::duration<double>>(
+          step, std::min<std::chrono::duration<double>>(2 * last, kMaxPause));
+      std::unique_lock l(stop_mu_);
+      if (stop_cv_.wait_for(l, pause, [&] { return stop_; })) return;
+    }
+    static LogLimiter limit;
+    uint64_t held = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (Status s = poll(Pass::kFollow); !s.ok() && limit.allow(&held))
+      spdlog::warn("reading the peers' segment logs: {} ({} more like it)", s.ToString(), held);
+    last = std::chrono::steady_clock::now() - t0;
+  }
+}
+
+namespace {
+
+// What one pass read of one peer segment. Owned by the call (shared with
+// it): a call left behind by its deadline writes only here.
+struct ScanOut {
+  uint64_t size = 0;   // the file's size at open
+  uint64_t from = 0;   // where the scan started
+  uint64_t valid = 0;  // the end of the last complete record
+  bool partial = false;
+  bool gone = false;  // deleted between the listing and the open
+  uint64_t records = 0;
+  std::vector<RecordEntry> entries;
+};
+
+Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, ScanOut* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    // Deleted by its owner between the listing and the open (ENOENT, or
+    // ESTALE over NFS): gone, as if not listed.
+    if (errno == ENOENT || errno == ESTALE) {
+      out->gone = true;
+      return Status::OK();
+    }
+    return Status::FromErrno(errno, "open " + path);
+  }
+  struct stat st;
+  out->size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  out->from = out->size < pos ? 0 : pos;  // cut short (by hand): all again, by seq
+  out->valid = out->from;
+  scan_segment_fd(
+      fd, id, out->size,
+      [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
+        ++out->records;
+        for (RecordEntry& e : es) out->entries.push_back(std::move(e));
+      },
+      &out->valid, out->from, ScanCheck::kHeaders, nullptr);
+  // Past the last complete record: zeros (the owner preallocates ahead of
+  // its writes) or a record not complete yet, which is lag.
+  if (out->valid + kRecordHeaderSize <= out->size) {
+    char hdr[kRecordHeaderSize] = {};
+    if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(out->valid)) == ssize_t(sizeof(hdr)))
+      for (char c : hdr) out->partial |= c != 0;
+  }
+  ::close(fd);
+  return Status::OK();
+}
+
+Status list_segments(const std::string& dir, std::vector<std::string>* names) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return Status::FromErrno(errno, "list " + dir);
+  while (dirent* e = ::readdir(d))
+    if (layout::parse_segment_name(e->d_name)) names->push_back(e->d_name);
+  ::closedir(d);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status PeerLog::io(const std::string& what, std::function<Status()> fn) {
+  // Under the backing dir's deadline: a stalled NFS server costs a pass,
+  // never the thread (nor the unmount that stops it).
+  return io_ ? io_->run(what, std::move(fn)) : fn();
+}
+
+void PeerLog::pass_done_locked(std::chrono::steady_clock::time_point began, bool listed,
+                               uint64_t opens, bool failed) {
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began)
+          .count();
+  ++passes_;
+  if (failed) ++errors_;
+  listings_ += listed ? 1 : 0;
+  segment_opens_ += opens;
+  pass_ns_ += ns;
+  slowest_pass_ns_ = std::max(slowest_pass_ns_, ns);
+}
+
+Status PeerLog::poll(Pass kind) {
+  std::lock_guard pass(pass_mu_);
+  // The pass's cost as the server sees it (wall time, not this clock_:
+  // a test's manual clock does not move while a pass waits on the dir).
+  const auto began = std::chrono::steady_clock::now();
+  uint64_t opens = 0;
+  Status first;
+  auto fail = [&](Status s) {
+    if (first.ok()) first = std::move(s);
+  };
+  const uint64_t pass_no = pass_no_++;
+  // A quiet peer's segments rest between looks (see Pass): in a fleet most
+  // peers are idle at any time, and each look costs the server an open per
+  // segment. (Not a single closed segment of an active peer: a peer cannot
+  // tell it from an open one that holds metadata records only.)
+  const bool look_all = kind == Pass::kFull || pass_no % kRestEvery == 0;
+  auto node_rests = [&](const std::string& node) {
+    if (look_all) return false;
+    auto q = quiet_.find(node);
+    return q != quiet_.end() && q->second >= kQuietPasses;
+  };
+  // 1. The listing: every peer segment there is now. Skipped while every
+  // known peer rests (also when none is known yet: a lone node), as its
+  // cost grows with the dir; the segments keep their last listing.
+  bool listing = look_all;
+  for (auto& [k, sg] : seg_table_) listing |= sg.listed && !node_rests(k.first);
+  auto names = std::make_shared<std::vector<std::string>>();
+  if (listing) {
+    if (Status s = io("listing of " + dir_,
+                      [dir = dir_, names] { return list_segments(dir, names.get()); });
+        !s.ok()) {
+      std::lock_guard l(mu_);
+      pass_done_locked(began, true, 0, true);  // every peer's lag grows (last_full_ns stays)
+      return s;
+    }
+    for (auto& [k, sg] : seg_table_) sg.listed = false;
+  }
+  for (const std::string& name : *names) {
+    auto n = layout::parse_segment_name(name);
+    if (!n || n->node == own_) continue;
+    Seg& s = seg_table_[{n->node, n->id}];
+    if (s.path.empty()) {
+      s.node = n->node;
+      s.id = n->id;
+      s.path = dir_ + "/" + name;
+      s.alias = segs_->foreign_segment(s.path);
+    }
+    s.listed = true;
+  }
+  // 2. New records of each, in segment order (seqs order them anyway).
+  struct Read {
+    Seg* seg;
+    std::shared_ptr<ScanOut> out;
+  };
+  std::vector<Read> reads;
+  std::vector<std::pair<std::string, uint64_t>> gone;
+  // A node appends only to its newest few segments (one per flusher, the
+  // reclaim copy, the journal); older ones only ever go. Those are reopened
+  // every pass, and any that grew at the last look. The older ones are
+  // checked in turn, a few a pass (each at least every kOldCycle passes, or
+  // kOldPerPass a pass where a node has more): a segment that fell out of
+  // the newest while still open is caught, and a pass over a node with
+  // thousands of segments stays a handful of opens.
+  std::map<std::string, uint64_t> hot_from;             // node -> lowest id of its newest kHot
+  std::set<std::pair<std::string, uint64_t>> old_turn;  // old segments checked this pass
+  {
+    std::map<std::string, std::vector<uint64_t>> ids;
+    for (auto& [k, s] : seg_table_)
+      if (s.listed) ids[k.first].push_back(k.second);
+    for (auto& [node, v] : ids) {
+      const size_t hot = v.size() > kHot ? v.size() - kHot : 0;  // v[0, hot): old
+      hot_from[node] = hot ? v[hot] : 0;
+      if (!hot || node_rests(node)) continue;
+      uint64_t& cursor = old_cursor_[node];
+      const size_t turn = std::min<size_t>(kOldPerPass, (hot + kOldCycle - 1) / kOldCycle);
+      size_t at = std::upper_bound(v.begin(), v.begin() + hot, cursor) - v.begin();
+      for (size_t i = 0; i < turn; ++i, ++at) {
+        if (at >= hot) at = 0;
+        old_turn.insert({node, v[at]});
+        cursor = v[at];
+      }
+    }
+  }
+  std::set<std::string> failed;        // nodes whose log could not all be read
+  std::map<std::string, bool> active;  // nodes looked at -> something changed
+  for (auto& [k, s] : seg_table_) {
+    if (!s.listed) {
+      gone.push_back(k);
+      active[k.first] = true;
+      continue;
+    }
+    // New in the listing, or grown at the last look: read now, and its node
+    // is active.
+    if (s.grew) active[k.first] = true;
+    if (!s.grew && node_rests(k.first)) continue;
+    if (!s.grew && k.second < hot_from[k.first] && !old_turn.count(k)) continue;
+    auto out = std::make_shared<ScanOut>();
+    ++opens;
+    Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {
+      return scan_peer_segment(path, id, pos, out.get());
+    });
+    if (!st.ok()) {
+      failed.insert(k.first);
+      active[k.first] = true;
+      fail(std::move(st));
+      continue;
+    }
+    if (out->gone) {
+      gone.push_back(k);
+      active[k.first] = true;
+      continue;
+    }
+    // Grown, or new records inside the size it was preallocated to: reads
+    // open it again too (close-to-open), so they see what was appended.
+    s.grew = out->size != s.size || out->valid != s.pos;
+    active[k.first] |= s.grew || out->partial;
+    if (s.grew) segs_->reopen_foreign(s.alias);
+    s.size = out->size;
+    s.pos = out->valid;
+    s.partial = out->partial;
+    reads.push_back({&s, std::move(out)});
+  }
+  for (auto& [node, changed] : active) {
+    uint32_t& q = quiet_[node];
+    q = changed ? 0 : std::min(q + 1, kQuietPasses);
+  }
+  // 3. Apply, and tell the listener what changed.
+  News news;
+  std::vector<std::string>& changed = news.paths;
+  ChangeFn listener;
+  {
+    std::lock_guard l(mu_);
+    const int64_t now = clock_->now_ns();
+    for (Read& r : reads) {
+      View& v = views_[r.seg->node];
+      v.aliases[r.seg->id] = r.seg->alias;
+      records_ += r.out->records;
+      entries_ += r.out->entries.size();
+      if (!r.out->entries.empty()) v.last_news_ns = now;
+      for (RecordEntry& e : r.out->entries) apply_locked(v, e, &news);
+    }
+    // Each node's segments as last looked at (this pass or, for old ones
+    // not reopened, an earlier one).
+    for (auto& v : views_)
+      v.second.segments = v.second.segment_bytes = v.second.read_bytes = v.second.behind_bytes = 0;
+    for (auto& [k, sg] : seg_table_) {
+      if (!sg.listed) continue;
+      View& v = views_[k.first];
+      ++v.segments;
+      v.segment_bytes += sg.size;
+      v.read_bytes += sg.pos;
+      if (sg.partial) v.behind_bytes += sg.size - sg.pos;
+    }
+    // A file with data in a segment that went is no longer servable (its
+    // owner copied it forward, or it went by hand): its path changed.
+    for (auto& k : gone) {
+      auto v = views_.find(k.first);
+      if (v == views_.end()) continue;
+      v->second.aliases.erase(k.second);
+      for (const auto& [ino, snap] : v->second.inodes)
+        for (const BlockExtent& b : snap.extents)
+          if (b.ext.seg == k.second) {
+            changed.push_back(path_locked(v->second, ino));
+            break;
+          }
+    }
+    for (auto& v : views_)
+      if (!failed.count(v.first)) v.second.last_full_ns = now;
+    pass_done_locked(began, listing, opens, !first.ok());
+    listener = listener_;
+  }
+  if (listener) {  // every pass: the owner also does its periodic work there
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    listener(news);
+  }
+  // Only now: the listener moved the imports whose data was copied forward
+  // out of these, so no read of one meets a forgotten segment meanwhile.
+  for (auto& k : gone) {
+    auto it = seg_table_.find(k);
+    if (it == seg_table_.end()) continue;
+    segs_->forget_foreign(it->second.alias);
+    seg_table_.erase(it);
+  }
+  return first;
+}
+
+void PeerLog::apply_locked(View& v, RecordEntry& e, News* news) {
+  std::vector<std::string>* changed = &news->paths;
+  const uint64_t ino = e.snap.ino, seq = e.snap.seq;
+  v.max_seq = std::max(v.max_seq, seq);
+  if (e.kind == EntryKind::kPeerUnlink) {  // of another node's file
+    if (e.snap.name == own_) {
+      news->unlinks.emplace_back(ino, e.snap.mtime_ns);
+    } else {
+      std::string p = hide_locked(e.snap.name, ino, e.snap.mtime_ns);
+      if (!p.empty()) changed->push_back(std::move(p));
+    }
+    return;
+  }
+  if (auto d = v.dead.find(ino); d != v.dead.end() && d->second >= seq) return;
+  auto it = v.inodes.find(ino);
+  if (it != v.inodes.end() && it->second.seq >= seq) return;
+  if (it != v.inodes.end()) {  // the old name goes (rename, replace, tombstone)
+    const InodeSnapshot& old = it->second;
+    if (servable(old.mode)) changed->push_back(path_locked(v, ino));
+    if (S_ISDIR(old.mode) &&
+        (e.kind == EntryKind::kTombstone || old.parent != e.snap.parent || old.name != e.snap.name))
+      news->moved_dirs.push_back(path_locked(v, ino));
+    auto n = v.names.find({old.parent, old.name});
+    if (n != v.names.end() && n->second == ino) v.names.erase(n);
+  }
+  if (e.kind == EntryKind::kTombstone) {
+    v.dead[ino] = seq;
+    if (it != v.inodes.end()) v.inodes.erase(it);
+    return;
+  }
+  InodeSnapshot& s = v.inodes[ino];
+  s = std::move(e.snap);
+  // Records come segment by segment, not in seq order: a name goes to the
+  // newer of two claims, whichever was read first.
+  if (ino != kRootInoPeer) {
+    uint64_t& holder = v.names[{s.parent, s.name}];
+    auto h = holder && holder != ino ? v.inodes.find(holder) : v.inodes.end();
+    if (h == v.inodes.end() || h->second.seq < s.seq) holder = ino;
+  }
+  if (servable(s.mode)) changed->push_back(path_locked(v, ino));
+}
+
+std::string PeerLog::hide(const std::string& node, uint64_t ino, int64_t mtime_ns) {
+  std::lock_guard l(mu_);
+  return hide_locked(node, ino, mtime_ns);
+}
+
+std::string PeerLog::hide_locked(const std::string& node, uint64_t ino, int64_t mtime_ns) {
+  int64_t& m = hidden_.try_emplace({node, ino}, mtime_ns).first->second;
+  m = std::max(m, mtime_ns);
+  auto v = views_.find(node);
+  return v == views_.end() ? "" : path_locked(v->second, ino);
+}
+
+bool PeerLog::settled(const std::string& node, uint64_t ino, int64_t mtime_ns) const {
+  std::lock_guard l(mu_);
+  auto v = views_.find(node);
+  if (v == views_.end()) return false;
+  if (v->second.dead.count(ino)) return true;
+  auto it = v->second.inodes.find(ino);
+  return it != v->second.inodes.end() && it->second.mtime_ns > mtime_ns;
+}
+
+bool PeerLog::hidden_locked(const std::string& node, uint64_t ino, int64_t mtime_ns) const {
+  auto h = hidden_.find({node, ino});
+  return h != hidden_.end() && mtime_ns <= h->second;
+}
+
+std::string PeerLog::path_locked(const View& v, uint64_t ino) const {
+  std::vector<const std::string*> parts;
+  for (int depth = 0; ino != kRootInoPeer && depth < 4096; ++depth) {
+    auto it = v.inodes.find(ino);
+    if (it == v.inodes.end()) return "";  // not reachable (yet): nothing to tell
+    parts.push_back(&it->second.name);
+    ino = it->second.parent;
+  }
+  std::string p;
+  for (auto i = parts.rbegin(); i != parts.rend(); ++i) {
+    if (!p.empty()) p += '/';
+    p += **i;
+  }
+  return p;
+}
+
+const InodeSnapshot* PeerLog::resolve_locked(const View& v, std::string_view path,
+                                             uint64_t* ino) const {
+  uint64_t cur = kRootInoPeer;
+  const InodeSnapshot* s = nullptr;
+  for (std::string_view c : split_path(path)) {
+    auto n = v.names.find({cur, std::string(c)});
+    if (n == v.names.end()) return nullptr;
+    auto it = v.inodes.find(n->second);
+    if (it == v.inodes.end()) return nullptr;
+    s = &it->second;
+    cur = n->second;
+  }
+  *ino = cur;
+  return s;
+}
+
+std::optional<PeerFile> PeerLog::find(std::string_view path) const {
+  std::lock_guard l(mu_);
+  std::optional<PeerFile> best;
+  for (const auto& [node, v] : views_) {
+    uint64_t ino = 0;
+    const InodeSnapshot* s = resolve_locked(v, path, &ino);
+    if (!s || !servable(s->mode)) continue;
+    if (S_ISREG(s->mode) && hidden_locked(node, ino, s->mtime_ns)) continue;
+    if (best) {
+      const bool dir = S_ISDIR(s->mode), best_dir = S_ISDIR(best->snap.mode);
+      // Views are walked in node order: a later one wins only if newer.
+      if (best_dir || (!dir && s->mtime_ns <= best->snap.mtime_ns)) continue;
+    }
+    // Every extent must point into a segment listed now: one reclaimed since
+    // held an older copy, superseded by a snapshot not read yet.
+    PeerFile f{node, ino, *s};
+    bool ok = true;
+    for (BlockExtent& b : f.snap.extents) {
+      auto a = v.aliases.find(b.ext.seg);
+      if (a == v.aliases.end()) {
+        ok = false;
+        break;
+      }
+      b.ext.seg = a->second;
+    }
+    if (ok) best = std::move(f);
+  }
+  return best;
+}
+
+std::vector<std::pair<std::string, uint32_t>> PeerLog::children(std::string_view path) const {
+  std::lock_guard l(mu_);
+  std::map<std::string, uint32_t> out;
+  for (const auto& [node, v] : views_) {
+    uint64_t dir = 0;
+    const InodeSnapshot* d = resolve_locked(v, path, &dir);
+    if (!split_path(path).empty() && (!d || !S_ISDIR(d->mode))) continue;
+    for (auto it = v.names.lower_bound({dir, std::string()});
+         it != v.names.end() && it->first.first == dir; ++it) {
+      auto s = v.inodes.find(it->second);
+      if (s == v.inodes.end() || !servable(s->second.mode)) continue;
+      if (S_ISREG(s->second.mode) && hidden_locked(node, it->second, s->second.mtime_ns)) continue;
+      out.emplace(it->first.second, s->second.mode);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+std::vector<PeerNodeFile> PeerLog::files_of(const std::string& node) const {
+  std::lock_guard l(mu_);
+  std::vector<PeerNodeFile> out;
+  auto v = views_.find(node);
+  if (v == views_.end()) return out;
+  for (const auto& [ino, s] : v->second.inodes) {
+    if (!S_ISREG(s.mode) || hidden_locked(node, ino, s.mtime_ns)) continue;
+    std::string p = path_locked(v->second, ino);
+    uint64_t at = 0;
+    if (p.empty() || resolve_locked(v->second, p, &at) == nullptr || at != ino) continue;
+    out.push_back({std::move(p), s.size, s.atime_ns});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PeerNodeFile& a, const PeerNodeFile& b) { return a.atime_ns < b.atime_ns; });
+  return out;
+}
+
+int64_t PeerLog::last_news_ns(const std::string& node) const {
+  std::lock_guard l(mu_);
+  auto v = views_.find(node);
+  return v == views_.end() ? 0 : v->second.last_news_ns;
+}
+
+PeerStats PeerLog::stats() const {
+  std::lock_guard l(mu_);
+  PeerStats st;
+  st.passes = passes_;
+  st.records = records_;
+  st.entries = entries_;
+  st.errors = errors_;
+  st.listings = listings_;
+  st.segment_opens = segment_opens_;
+  st.pass_seconds = static_cast<double>(pass_ns_) / 1e9;
+  st.slowest_pass_seconds = static_cast<double>(slowest_pass_ns_) / 1e9;
+  const int64_t now = clock_->now_ns();
+  for (const auto& [node, v] : views_) {
+    PeerNodeStats n;
+    n.node = node;
+    n.segments = v.segments;
+    n.segment_bytes = v.segment_bytes;
+    n.read_bytes = v.read_bytes;
+    n.behind_bytes = v.behind_bytes;
+    n.max_seq = v.max_seq;
+    n.lag_s = v.last_full_ns ? double(now - v.last_full_ns) / 1e9 : 0;
+    for (const auto& [ino, s] : v.inodes)
+      if (S_ISREG(s.mode)) {
+        ++n.files;
+        n.bytes += s.size;
+      }
+    st.nodes.push_back(std::move(n));
+  }
+  return st;
+}
+
+}  // namespace kvfs

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+// BlockStore: the thin owner of core/'s parts. Open() makes and wires them;
+// fs/ talks only to this class (the namespace and file operations).
+//
+//   Namespace    inodes and directories, in memory; seqs (namespace.h)
+//   FileData     a file's block slots and their accounting, cold block
+//                reads, the "ready to flush" rule (file_data.h)
+//   RamTier      RAM budget and clean-block cache (ram_tier.h)
+//   Flusher      dirty data -> segments -> index (flusher.h)
+//   Evictor      LRU eviction, segment reclaim, housekeeping (evictor.h)
+//   SpaceBudget  the cap, room for flushes, the no-space state (space_budget.h)
+//   SegmentStore the backing directory's segment log (segment_store.h)
+//   Index        RocksDB (index.h)
+//   BackingIo    deadlines on backing-dir calls (backing_io.h)
+//   PeerImports  the other nodes' files shown here; owns PeerLog, their
+//                segment logs followed (peer_imports.h, peer_log.h)
+//
+//   MetaJournal  the namespace's commits: index now, segment log soon
+//                (meta_journal.h)
+//   SeqCounter   the seqs that order snapshots (seq_counter.h)
+//
+// Who calls whom (no cycle; the callbacks are RamTier's pressure call to
+// Flusher::on_pressure and PeerLog's news of changed paths to PeerImports,
+// both wired at construction):
+//
+//   BlockStore -> every part
+//   Namespace  -> Journal (MetaJournal) -> Index, SeqCounter, Flusher
+//   Evictor    -> Flusher (copies forward, carried tombstones, retries)
+//   Evictor, Flusher -> SpaceBudget, Namespace, FileData, RamTier,
+//                       SegmentStore, Index, BackingIo
+//   FileData   -> RamTier, SegmentStore
+//   PeerImports -> PeerLog, Namespace, FileData, Evictor (settled unlinks),
+//                  Index (pending unlinks)
+//   Evictor, PeerImports, BlockStore's read path -> NameNotices (the kernel
+//                  forgets a removed name; fs/ listens)
+//   SpaceBudget -> SpaceUsage (SegmentStore's sizes)
+//   SegmentStore -> BackingIo
+//   PeerLog    -> SegmentStore (foreign segment ids), BackingIo
+//
+// Life of a file's data: write -> dirty buffers in the inode; close -> queued;
+// a flusher packs it into the open segment, fdatasyncs, then commits the
+// snapshot to the index (data first, index second); the buffers become clean
+// cache entries keyed by their extents and may leave RAM; a read of a block no
+// longer in RAM reads its extent and checks its XXH3 (EIO and the file is
+// dropped on a mismatch: a cache may lose an entry, never serve wrong bytes).
+//
+// Lock order, for the whole of core/ (a thread holding a lock takes only
+// locks after it; TSan's lock-order checks run over the suite):
+//
+//   PeerLog::pass_mu_ (its listener, PeerImports, drops imports a peer
+//   changed)
+//   -> Evictor::pass_mu_
+//   -> Namespace::commit_mu_ (exclusive for a change of the tree and its
+//      journal commit, shared for a flush commit: the only locks a RocksDB
+//      write runs under, besides the index's own; no lookup or read takes it)
+//   -> Namespace::mu_ (shared for lookups, exclusive only to apply a
+//      committed change) | reclaim_mu_ (shared by readers of extents,
+//      exclusive to forget a segment; never held together with
+//      Namespace::mu_)
+//   -> Inode::mu (one at a time)
+//   -> Flusher::q_mu_
+//   -> FileData::flight_mu_ (a cold read; never with an inode's mu held)
+//   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
+//      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, open_mu_,
+//      Prefetcher::mu_, PeerLog::mu_, Evictor::settled_mu_, NameNotices::mu_
+//      (its listener runs with no lock held), PeerImports::listed_mu_.
+//   SpaceBudget::mu_ is taken with no other lock held (it reads
+//   SegmentStore::mu_ under it); waiting for room holds no lock.
+//
+// Thread-safe: every public method may be called from any FUSE worker.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "core/backing/backing_io.h"
+#include "core/config/config.h"
+#include "core/data/prefetcher.h"
+#include "core/evict/evictor.h"
+#include "core/inode/inode.h"
+#include "core/namespace/namespace.h"
+#include "core/peers/peer_log.h"
+#include "core/ram/held_blocks.h"
+#include "core/ram/ram_tier.h"
+#include "core/records/record.h"
+#include "core/recovery/recovery.h"
+#include "core/segments/segment_windows.h"
+#include "core/util/status.h"
+
+namespace kvfs {
+
+class Index;
+struct IndexBatch;
+class FileData;
+class Flusher;
+class PeerImports;
+class MetaJournal;
+class SeqCounter;
+class SegmentStore;
+class SpaceBudget;
+
+struct Caller {
+  uint32_t uid = 0, gid = 0;
+};
+
+struct SetAttrRequest {
+  bool set_mode = false, set_uid = false, set_gid = false, set_size = false;
+  bool set_atime = false, set_mtime = false, atime_now = false, mtime_now = false;
+  uint32_t mode = 0, uid = 0, gid = 0;
+  uint64_t size = 0;
+  int64_t atime_ns = 0, mtime_ns = 0;
+};
+
+// An open file. fs/ keeps the pointer in fuse_file_info::fh.
+struct OpenFile {
+  InodeRef in;
+  bool writable = false;
+  bool noatime = false;  // O_NOATIME: reads leave atime alone
+  // Writable, and nothing written through it since the client's last close()
+  // of a descriptor on it (FUSE flush). Guarded by in->mu.
+  bool sealed = false;
+  // The kernel may keep its cached pages of the file for this open.
+  bool keep_cache = false;
+  // The last block this open read only part of (held_blocks.h). Guarded by
+  // in->mu; written only through HeldBlocks.
+  HeldBlock held{};
+};
+
+// What a read returns: iovecs into buffers kept alive by refs. The caller
+// replies with the iovecs, then drops the ReadResult.
+struct ReadResult {
+  std::vector<iovec> iov;
+  std::vector<ConstBufRef> refs;
+  size_t bytes = 0;
+};
+
+struct StoreStats {
+  uint64_t files = 0, dirs = 0, inodes = 0;
+  uint64_t logical_bytes = 0;  // sum of regular file sizes
+  RamTierStats ram;
+  uint64_t segments = 0, segment_bytes = 0;
+  uint64_t backing_reads = 0, backing_read_bytes = 0;
+  uint64_t joined_reads = 0;  // cold reads that shared one read in flight
+  PrefetchStats prefetch;
+  SegmentWindowStats windows;
+  uint64_t flushed_files = 0, flushed_bytes = 0, flush_batches = 0;
+  uint64_t checksum_errors = 0, io_errors = 0, enospc_errors = 0;
+  uint64_t dropped_files = 0;
+  uint64_t queued = 0;
+  uint64_t capacity = 0, live_bytes = 0;
+  uint64_t ram_block_hits = 0;    // 1 MiB blocks served from RAM
+  uint64_t negative_lookups = 0;  // names looked up that do not exist (KV misses)
+  uint64_t file_lookups = 0;      // lookups that found a regular file (KV hits)
+  // Of those, the hits on files another node owns (an import, peer_imports.h),
+  // and the bytes read from them.
+  uint64_t peer_lookups = 0, peer_read_bytes = 0;
+  // Files imported from peers' logs, imports dropped for a peer's newer
+  // version or removal, directories made here after a peer's.
+  uint64_t peer_imports = 0, peer_drops = 0, peer_dirs = 0;
+  // Imports released once nothing here referenced them (found again by
+  // the next lookup): what is imported stays bounded.
+  uint64_t peer_releases = 0;
+  // Peers' files unlinked here; this node's files removed for a peer's unlink.
+  uint64_t peer_unlinks = 0, peer_unlinks_applied = 0;
+  PeerStats peers;
+  // Bytes handed to readers from the RAM tier / read from the backing dir.
+  uint64_t ram_hit_bytes = 0, ram_miss_bytes = 0;
+  // Block reads served by the block their open had read part of before
+  // (OpenFile::held), and the bytes such blocks hold now.
+  uint64_t held_block_hits = 0, held_bytes = 0;
+};
+
+// One entry of `kvfs-admin ls`.
+struct LsEntry {
+  std::string name;
+  uint64_t ino = 0;
+  uint32_t mode = 0;
+  uint64_t size = 0;
+  std::string tier;  // "dirty", "ram", "backing", "mixed", "-" (dirs, empty files)
+  int64_t last_access_ns = 0;
+};
+
+struct StatFs {
+  uint64_t total_bytes = 0, free_bytes = 0, avail_bytes = 0;
+  uint64_t files = 0, files_free = 0;
+};
+
+class BlockStore {
+ public:
+  // Opens the backing dir and the index; rebuilds the index from the segments
+  // when it is missing, belongs to another backing dir, or is unreadable.
+  // clock: the time for file times, LRU order and grace periods (tests pass
+  // a ManualClock; it must outlive the store); nullptr is the real clock.
+  static Result<std::unique_ptr<BlockStore>> Open(const StoreConfig& cfg,
+                                                  const Clock* clock = nullptr);
+  ~BlockStore();
+
+  // Writes every dirty file, stops the flushers and closes the index; the
+  // store serves nothing afterwards. Idempotent.
+  Status Close();
+
+  const StoreConfig& config() const { return cfg_; }
+  const std::string& node_id() const;  // the effective one (hostname by default)
+  bool rebuilt_index() const { return rebuilt_; }
+  // What the mount's catch-up with the segment log applied (recovery.h).
+  const CatchUpStats& catch_up_stats() const { return catch_up_; }
+
+  // --- namespace ---
+  Result<Attr> lookup(uint64_t parent, std::string_view name);  // +1 kernel ref
+  Result<Attr> getattr(uint64_t ino);
+  Result<Attr> setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh);
+  // Regular files, FIFOs, sockets and device nodes (rdev: FUSE's encoding).
+  Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint32_t rdev,
+                     const Caller& c);
+  Result<Attr> mkdir(uint64_t parent, std::string_view name, uint32_t mode, const Caller& c);
+  Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,
+                       const Caller& c);
+  Result<std::string> readlink(uint64_t ino);
+  Status unlink(uint64_t parent, std::string_view name);
+  Status rmdir(uint64_t parent, std::string_view name);
+  Status rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                std::string_view new_name, unsigned flags);
+  Status readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn);
+  void forget(uint64_t ino, uint64_t n);
+
+  // --- files ---
+  // create: O_CREAT (excl for O_EXCL, truncating an existing file for O_TRUNC).
+  Result<OpenFile*> create(uint64_t parent, std::string_view name, uint32_t mode, int flags,
+                           const Caller& c, Attr* attr);
+  Result<OpenFile*> open(uint64_t ino, int flags);
+  // close() of a descriptor (FUSE flush, synchronous, unlike release): what
+  // was written through f is complete and may be committed, so a later
+  // fsync of a directory covers it even before the kernel's release arrives.
+  // NoSpace if the file is dirty while flushes fail for lack of room (it
+  // stays queued, and is flushed if room comes).
+  Status closed(OpenFile* f);
+  void release(OpenFile* f);
+  Status read(OpenFile* f, uint64_t off, size_t size, ReadResult* out);
+  Result<size_t> write(OpenFile* f, uint64_t off, const char* data, size_t size);
+  Status fsync(uint64_t ino);
+
+  // --- xattrs ---
+  Status setxattr(uint64_t ino, const std::string& name, std::string_view value, int flags);
+  Result<std::string> getxattr(uint64_t ino, const std::string& name);
+  Result<std::vector<std::string>> listxattr(uint64_t ino);
+  Status removexattr(uint64_t ino, const std::string& name);
+
+  // --- whole store ---
+  StatFs statfs();
+  StoreStats stats();
+  EvictorStats evictor_stats();
+  // Writes every dirty file not open for writing (an open one is not
+  // complete yet) and waits until it is committed: fsync of a directory.
+  Status flush_all();
+  // Queues every dirty file for the flushers and returns at once.
+  void flush_async();
+  Result<std::vector<LsEntry>> ls(uint64_t dir);
+  RamTier& ram() { return *ram_; }
+
+  // --- capacity and eviction (evictor.h) ---
+  Result<EvictResult> evict(const EvictRequest& r);
+  uint64_t housekeep();                             // orphaned tmp files now; returns how many went
+  void evict_pass_now();                            // one capacity pass on this thread
+  Result<uint64_t> resolve(std::string_view path);  // path relative to the root
+  // The settings as they are now: config() with the runtime ones (those
+  // the option table marks runtime, which `kvfs-admin config` may change)
+  // as last set.
+  StoreConfig live_config() const;
+  // The one runtime setter: `next` is live_config() with runtime options
+  // changed. It is validated as a whole (StoreConfig::validate()), then each
+  // changed option is handed to the part that owns it. Invalid, with nothing
+  // changed, when a mount-only option differs or `next` is not valid.
+  Status reconfigure(const StoreConfig& next);
+  double evict_grace() const;
+  double io_timeout() const;
+  BackingIoStats backing_io_stats() const;
+  uint64_t capacity() const;
+  // Told (parent, name, ino) after the evictor removed a name, or the store
+  // dropped a file, so that the kernel's caches can be invalidated. Called
+  // with no lock held; may be set or cleared while the store runs.
+  using EvictListener = NameNotices::Listener;
+  void set_eviction_listener(EvictListener fn);
+
+  // --- the other nodes of a shared backing dir (peer_log.h) ---
+  // Reads their logs now, as the poll thread does every peer_poll (tests,
+  // and whoever cannot wait for it); OK when the dir is not shared.
+  Status poll_peers();
+  PeerStats peer_stats() const;
+
+  // --- a node gone for good (block_store_retire.cc) ---
+  struct RetireResult {
+    uint64_t files_copied = 0, bytes_copied = 0;
+    uint64_t files_kept = 0;  // this node had its own version (or a newer one was elsewhere)
+    uint64_t files_lost = 0;  // could not be read or written (logged each)
+    uint64_t segments_deleted = 0;
+  };
+  // Hands node who's files over to this node (copies that its LRU eviction
+  // takes in turn) and deletes who's segments; with drop, only deletes
+  // them. Busy while who's lock is held or its log changed within idle_s.
+  Result<RetireResult> retire_node(const std::string& who, bool drop, double idle_s);
+
+ private:
+  BlockStore(const StoreConfig& cfg, const Clock* clock);
+  Status load();
+  // Reads every inode of the index into the namespace (not yet linked).
+  Status scan_index(IndexBatch* drop, uint64_t* max_seq);
+  Result<InodeRef> node(uint64_t ino);
+  Result<OpenFile*> open_file(uint64_t ino, int flags);  // open() but the read-ahead
+  Attr attr_locked(const Inode& in) const;
+  // Registers a new handle in open_files_; returns it.
+  OpenFile* track_handle(OpenFile* f);
+  // Truncates to size; old: the kept bytes of the last block when
+  // FileData::kept_by_truncate_locked names an extent.
+  void truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old = nullptr);
+  void drop_file(const InodeRef& in, const Status& why);
+  // Creates a data-less inode (symlink, FIFO, socket, device), journaled at
+  // once; +1 kernel ref.
+  Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);
+  Status check_writable() const;
+  Status copy_retired_file(const std::string& who, const PeerNodeFile& f, RetireResult* res);
+
+  StoreConfig cfg_;
+  const Clock* const clock_;
+  bool rebuilt_ = false;
+  bool caught_up_ = false;  // the mount's catch-up applied entries
+  CatchUpStats catch_up_;
+  std::unique_ptr<BackingIo> io_;  // first made, last destroyed: the parts use it
+  std::unique_ptr<SegmentStore> segs_;
+  std::unique_ptr<Index> index_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<SegmentWindows> windows_;  // before data_, which reads through it
+  std::unique_ptr<FileData> data_;
+  std::unique_ptr<Prefetcher> prefetch_;
+  std::unique_ptr<SpaceBudget> budget_;
+  std::unique_ptr<SeqCounter> seqs_;
+  std::unique_ptr<MetaJournal> journal_;
+  std::unique_ptr<Namespace> ns_;
+  std::unique_ptr<Flusher> flusher_;
+  NameNotices notices_;  // before the parts that tell it
+  std::unique_ptr<Evictor> evictor_;
+  std::unique_ptr<HeldBlocks> held_;    // the blocks open files hold (OpenFile::held)
+  std::unique_ptr<PeerImports> peers_;  // shared dirs only; stopped first at Close()
+  // Readers of segment extents hold it shared from choosing an extent until
+  // their read completes; deleting a segment takes it exclusively.
+  std::shared_mutex reclaim_mu_;
+  std::atomic<int> forgetting_{0};  // a segment deletion waits for reclaim_mu_
+  std::atomic<bool> closed_{false};
+  std::thread prefault_;  // BufferPool::prefill at mount
+  std::atomic<bool> stop_prefault_{false};
+  // Handles not yet released. A lazy unmount, or a connection that dies,
+  // ends the session without the kernel's release: Close() frees the rest.
+  // open_mu_ is a leaf.
+  std::mutex open_mu_;
+  std::unordered_set<OpenFile*> open_files_;  // guarded by open_mu_
+
+  std::atomic<uint64_t> dropped_files_{0};
+  std::atomic<uint64_t> ram_block_hits_{0}, negative_lookups_{0}, file_lookups_{0};
+  std::atomic<uint64_t> ram_hit_bytes_{0}, ram_miss_bytes_{0};
+  std::atomic<uint64_t> peer_lookups_{0}, peer_read_bytes_{0};
+};
+
+}  // namespace kvfs

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+// BlockStore's file operations: create, open, read, write, truncate, fsync,
+// release. Each checks the request, takes the inode's lock and leaves the
+// block slots to FileData (file_data.h), the queueing to the Flusher and
+// cold bytes to FileData::read_block, which runs with no inode lock held.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/data/file_data.h"
+#include "core/flush/flusher.h"
+#include "core/segments/segment_store.h"
+#include "core/store/block_store.h"
+#include "core/util/log.h"
+
+namespace kvfs {
+namespace {
+
+// How far a cold read reads ahead of itself: 32 MiB, about one KV chunk.
+constexpr uint32_t kReadAheadBlocks = 32;
+
+const char* zero_page() {
+  static char* z = [] {
+    char* p = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
+    std::memset(p, 0, kBlockSize);
+    return p;
+  }();
+  return z;
+}
+
+}  // namespace
+
+Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uint32_t mode,
+                                     int flags, const Caller& c, Attr* attr) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  bool created = false;
+  auto r = ns_->create(parent, name, {S_IFREG | (mode & 07777), c.uid, c.gid, {}},
+                       (flags & O_EXCL) != 0, &created);
+  if (!r.ok()) return r.status();
+  InodeRef in = *r;
+  const bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  std::shared_lock ns(ns_->mu());
+  std::lock_guard g(in->mu);
+  if (!created) {
+    if (in->is_dir()) return Status::IsDir();
+    if (!in->is_reg()) return Status::Invalid("not a regular file");
+    if (in->peer && (writable || (flags & O_TRUNC))) return Namespace::peer_read_only(*in);
+    if ((flags & O_TRUNC) && writable && in->size > 0) {
+      truncate_locked(*in, 0);
+      in->mtime_ns = in->ctime_ns = clock_->now_ns();
+    }
+  }
+  ++in->open_count;
+  if (writable) ++in->open_writers, ++in->active_writers;
+  in->nlookup.fetch_add(1);
+  in->touch(clock_->now_ns());
+  *attr = attr_locked(*in);
+  return track_handle(new OpenFile{in, writable, (flags & O_NOATIME) != 0});
+}
+
+Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
+  auto f = open_file(ino, flags);
+  // A reader whose kernel cache is not kept will read the file from here:
+  // start on what is only in the backing dir (no lock held now).
+  if (f.ok() && !(*f)->writable && !(*f)->keep_cache) prefetch_->want((*f)->in);
+  return f;
+}
+
+Result<OpenFile*> BlockStore::open_file(uint64_t ino, int flags) {
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef in = *r;
+  const bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  if (writable) KVFS_RETURN_IF_ERROR(check_writable());
+  if (in->peer && (writable || (flags & O_TRUNC))) return Namespace::peer_read_only(*in);
+  std::lock_guard g(in->mu);
+  if (in->is_dir()) return Status::IsDir();
+  if (!in->is_reg()) return Status::Invalid("not a regular file");
+  // Evicted between the kernel's lookup and this open: a miss for a reader,
+  // not an empty file. A writer (O_CREAT|O_TRUNC of a name the evictor just
+  // took) gets ESTALE: the VFS then looks the name up again and creates it,
+  // where ENOENT would fail an open that must create.
+  // A peer's file the kernel still names but that its owner replaced or
+  // removed: ESTALE makes the VFS look the name up again, and find the
+  // owner's version now or nothing.
+  if (in->evicted)
+    return writable || in->peer ? Status::Stale("evicted") : Status::NotFound("evicted");
+  in->touch(clock_->now_ns());
+  if ((flags & O_TRUNC) && writable && in->size > 0) {
+    truncate_locked(*in, 0);
+    in->mtime_ns = in->ctime_ns = clock_->now_ns();
+  }
+  const bool keep_cache = !writable && in->open_writers == 0 && in->kernel_cache_ok;
+  in->kernel_cache_ok = true;
+  ++in->open_count;
+  if (writable) ++in->open_writers, ++in->active_writers;
+  OpenFile* f = new OpenFile{in, writable, (flags & O_NOATIME) != 0};
+  f->keep_cache = keep_cache;
+  return track_handle(f);
+}
+
+OpenFile* BlockStore::track_handle(OpenFile* f) {
+  std::lock_guard l(open_mu_);
+  open_files_.insert(f);
+  return f;
+}
+
+Status BlockStore::closed(OpenFile* f) {
+  if (!f->writable) return Status::OK();
+  Inode& in = *f->in;
+  std::lock_guard g(in.mu);
+  if (!f->sealed) {
+    f->sealed = true;
+    --in.active_writers;
+  }
+  if (FileData::ready_to_flush_locked(in) && !cfg_.read_only)
+    flusher_->enqueue_locked(f->in, false);
+  // Accepted into RAM while the cap is full of what cannot be evicted: it
+  // may never be flushed, and the client should know before it relies on it.
+  if (in.dirty() && in.linked.load() && flusher_->writes_refused())
+    return Status::NoSpace("backing dir full: nothing can be evicted, this file is not flushed");
+  return Status::OK();
+}
+
+void BlockStore::release(OpenFile* f) {
+  {
+    std::lock_guard l(open_mu_);
+    open_files_.erase(f);
+  }
+  {
+    std::lock_guard g(f->in->mu);
+    held_->unhold_locked(&f->held);
+  }
+  InodeRef in = std::move(f->in);
+  const bool writable = f->writable;
+  const bool sealed = f->sealed;
+  delete f;
+  bool unlinked;
+  {
+    std::lock_guard g(in->mu);
+    --in->open_count;
+    if (writable && !sealed) --in->active_writers;
+    if (writable && --in->open_writers == 0) flusher_->untrack_locked(in);
+    unlinked = !in->linked.load();
+    if (unlinked) {
+      if (FileData::unused_locked(*in)) data_->free_locked(*in);
+    } else if (FileData::ready_to_flush_locked(*in) && !cfg_.read_only) {
+      flusher_->enqueue_locked(in, false);
+    }
+  }
+  if (unlinked)
+    ns_->reap_if_unused(in);
+  else if (in->peer)
+    (void)ns_->release_import(in);  // no-op while the kernel still references it
+}
+
+void BlockStore::drop_file(const InodeRef& in, const Status& why) {
+  if (cfg_.read_only) return;
+  uint64_t parent;
+  std::string name;
+  {
+    std::shared_lock ns(ns_->mu());
+    parent = in->parent;
+    name = in->name;
+  }
+  if (ns_->drop(in).ok()) {
+    dropped_files_.fetch_add(1);
+    spdlog::error("file {} (inode {}) dropped from the cache: {}", ns_->path(parent, name), in->ino,
+                  why.ToString());
+    notices_.gone(parent, name, in->ino);  // the kernel forgets it too
+  }
+}
+
+Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out) {
+  Inode& in = *f->in;
+  struct Piece {
+    ConstBufRef ref;
+    uint32_t idx, from, to, valid;
+    Extent miss;
+    ExtentKey key;  // of the extent read (RAM or backing); seg 0: none
+    bool held = false;
+  };
+  std::vector<Piece> pieces;
+  std::shared_lock rl(reclaim_mu_);  // the extents chosen below stay readable
+  {
+    std::lock_guard g(in.mu);
+    if (off >= in.size || size == 0) return Status::OK();
+    const uint64_t end = std::min<uint64_t>(off + size, in.size);
+    for (uint64_t b = off / kBlockSize; b * kBlockSize < end; ++b) {
+      const uint64_t base = b * kBlockSize;
+      Piece p{nullptr,
+              uint32_t(b),
+              uint32_t(std::max(off, base) - base),
+              uint32_t(std::min(end, base + kBlockSize) - base),
+              0,
+              Extent{},
+              ExtentKey{},
+              false};
+      FileData::Source src = FileData::source_locked(in, uint32_t(b));
+      p.valid = src.len;
+      if (src.dirty) {
+        p.ref = std::move(src.dirty);
+      } else if (src.ext.valid()) {
+        p.key = ExtentKey{src.ext.seg, src.ext.off};
+        if ((p.ref = held_->find_locked(f->held, p.key))) {
+          p.held = true;  // the rest of a block this load read part of: the same use of it
+        } else {
+          p.ref = ram_->lookup(p.key);
+          if (!p.ref) p.miss = src.ext;
+        }
+      }
+      pieces.push_back(std::move(p));
+    }
+    const int64_t t = clock_->now_ns();
+    in.touch(t);
+    // relatime: enough for "last read" without a write per read.
+    if (!f->noatime && (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000)) {
+      in.atime_ns = t;
+      in.atime_dirty = !in.peer;  // a peer's file is never written here
+    }
+  }
+  uint64_t ram_hits = 0;
+  for (Piece& p : pieces) ram_hits += p.ref != nullptr;
+  if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
+  // A cold read: read the next blocks of the file ahead, on the
+  // prefetcher's threads, while this one reads what the client asked for
+  // (a window, so that a long sequential read does not scan the whole file
+  // at every miss).
+  uint32_t last_miss = 0;
+  bool any_miss = false;
+  for (Piece& p : pieces)
+    if (p.miss.valid()) last_miss = p.idx, any_miss = true;
+  if (any_miss) prefetch_->want(f->in, last_miss + 1, kReadAheadBlocks);
+  for (Piece& p : pieces) {
+    if (!p.miss.valid()) continue;
+    prefetch_->taken(ExtentKey{p.miss.seg, p.miss.off});
+    Status st = data_->read_block(in.ino, p.idx, p.miss, &p.ref);
+    if (!st.ok()) {
+      if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);
+      return Status::IOError(st.message());
+    }
+  }
+  // A block read only in part: its open holds it for the rest (the last
+  // such piece; a read of whole blocks holds nothing).
+  for (auto p = pieces.rbegin(); p != pieces.rend(); ++p) {
+    if (p->held || !p->ref || p->key.seg == 0 || (p->from == 0 && p->to >= p->valid)) continue;
+    std::lock_guard g(in.mu);
+    held_->hold_locked(&f->held, p->key, p->ref);
+    break;
+  }
+  out->refs.reserve(pieces.size());
+  uint64_t hit_bytes = 0, miss_bytes = 0;
+  for (Piece& p : pieces) {
+    const uint32_t data_end = std::min(p.to, std::max(p.valid, p.from));
+    if (p.ref && data_end > p.from) {
+      out->iov.push_back({const_cast<char*>(p.ref->data()) + p.from, size_t(data_end - p.from)});
+      out->refs.push_back(std::move(p.ref));
+      // Bytes handed to the reader, by where they were: the same unit for
+      // hits and misses (block counts would weigh a 4 KiB read like 1 MiB).
+      (p.miss.valid() ? miss_bytes : hit_bytes) += data_end - p.from;
+    }
+    const uint32_t zfrom = std::max(p.from, data_end);
+    if (p.to > zfrom) out->iov.push_back({const_cast<char*>(zero_page()), size_t(p.to - zfrom)});
+    out->bytes += p.to - p.from;
+  }
+  if (hit_bytes) ram_hit_bytes_.fetch_add(hit_bytes, std::memory_order_relaxed);
+  if (miss_bytes) ram_miss_bytes_.fetch_add(miss_bytes, std::memory_order_relaxed);
+  if (in.peer) peer_read_bytes_.fetch_add(out->bytes, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
+  KVFS_RETURN_IF_ERROR(check_writable());
+  // Refused while a file's data waits for room that cannot be made; once
+  // every such file is removed, that is over.
+  if (flusher_->writes_refused())
+    return Status::NoSpace("backing dir full: nothing can be evicted");
+  if (off > cfg_.max_file_size || size > cfg_.max_file_size - off)
+    return Status::FileTooBig("write past the maximum file size");
+  // A file larger than the cap could never be flushed: it would sit dirty in
+  // RAM, reported written, and be lost at unmount. Refuse it up front.
+  if (const uint64_t cap = budget_->capacity(); off > cap || size > cap - off)
+    return Status::FileTooBig("file would be larger than the capacity (" + format_size(cap) + ")");
+  InodeRef& in = f->in;
+  size_t pos = 0;
+  while (pos < size) {
+    const uint64_t cur = off + pos;
+    const uint32_t idx = static_cast<uint32_t>(cur / kBlockSize);
+    const uint32_t bo = static_cast<uint32_t>(cur % kBlockSize);
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(kBlockSize - bo, size - pos));
+    // Reserve before locking: waiting for the flushers with the inode lock
+    // held would stop them from capturing this very inode.
+    Status rs = ram_->reserve_dirty(kBlockSize);
+    if (rs.code() == Status::Code::kTimedOut) io_->count_timeout();
+    if (!rs.ok()) {
+      if (pos > 0) return pos;
+      return rs;
+    }
+    uint64_t used = 0;
+    Status ws;
+    {
+      std::shared_lock rl(reclaim_mu_);
+      std::unique_lock<std::mutex> g;
+      ConstBufRef old;
+      ws = data_->lock_with_kept(
+          *in, &g,
+          [&](const Inode& i, uint32_t* at) {
+            *at = idx;
+            return FileData::kept_by_write_locked(i, idx, bo, n);
+          },
+          &old);
+      if (ws.ok()) {
+        if (f->sealed) {
+          // Written again after a close() (a dup'ed descriptor, mmap): open.
+          f->sealed = false;
+          ++in->active_writers;
+        }
+        used = data_->write_locked(*in, idx, bo, data + pos, n, old);
+        in->size = std::max<uint64_t>(in->size, cur + n);
+        in->mtime_ns = in->ctime_ns = clock_->now_ns();
+        in->flush.client_wrote();
+        in->kernel_cache_ok = false;
+        if (in->open_writers > 0)
+          flusher_->track_locked(in);
+        else if (in->linked.load())
+          flusher_->enqueue_locked(in, false);  // mmap write-back after close
+      }
+    }
+    ram_->release_dirty(kBlockSize - used);
+    if (!ws.ok()) {
+      if (pos > 0) return pos;
+      return Status::IOError(ws.message());
+    }
+    pos += n;
+  }
+  return size;
+}
+
+void BlockStore::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old) {
+  if (size == in.size) return;
+  data_->truncate_locked(in, size, old);
+  in.flush.changed();
+  in.kernel_cache_ok = false;
+}
+
+Status BlockStore::fsync(uint64_t ino) {
+  if (cfg_.read_only) return Status::OK();
+  auto r = node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef in = *r;
+  std::unique_lock l(in->mu);
+  if (!in->dirty() || !in->linked.load()) return Status::OK();
+  // A flush in flight now may fail for a fault that has cleared since: only
+  // a later attempt's failure counts (FlushMark).
+  const FlushMark mark = in->flush.begin_fsync();
+  flusher_->enqueue_locked(in, true);
+  auto done = [&] {
+    return in->flush.durable(mark) || !in->linked.load() || in->flush.failed_since(mark);
+  };
+  // Bounded: a flusher stuck on a stalled backing dir makes this an EIO
+  // after io_timeout (the data stays dirty and is flushed once it answers).
+  const auto since = std::chrono::steady_clock::now();
+  bool gave_up = false;
+  while (!done() && !(gave_up = io_->gave_up(since)))
+    flusher_->wait_durable_for(l, std::chrono::milliseconds(100));
+  in->flush.end_fsync();
+  if (in->flush.durable(mark) || !in->linked.load()) return Status::OK();
+  if (gave_up) {
+    io_->count_timeout();
+    return Status::TimedOut("fsync: the backing dir is stalled");
+  }
+  return in->flush.error();
+}
+
+}  // namespace kvfs

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# check-layering.sh: core/'s folders are layers (KVFS_CORE_LAYERS in
+# core/CMakeLists.txt, lowest first). Every #include "core/X/..." in a file
+# of core/Y/ must name a folder X at or below Y; control/ may include only
+# util/status.h; every source of core/ sits in one of the folders. Prints
+# each include that runs against the layering and exits 1 if there is one.
+#
+#   tools/check-layering.sh [SOURCE_DIR]
+set -euo pipefail
+src=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+layers=$(sed -n '/^set(KVFS_CORE_LAYERS/,/CACHE INTERNAL/p' "$src/core/CMakeLists.txt" |
+  sed 's/set(KVFS_CORE_LAYERS//; s/CACHE INTERNAL.*//' | tr -s ' \n' ' ')
+declare -A rank
+i=0
+for l in $layers; do
+  rank[$l]=$i
+  i=$((i + 1))
+done
+((i > 0)) || { echo "check-layering: no KVFS_CORE_LAYERS in core/CMakeLists.txt" >&2; exit 2; }
+bad=0
+for f in "$src"/core/*.h "$src"/core/*.cc; do
+  [[ -e $f ]] || continue
+  echo "core/${f##*/}: not in a folder of core/"
+  bad=1
+done
+for dir in "$src"/core/*/; do
+  me=$(basename "$dir")
+  if [[ -z ${rank[$me]+x} ]]; then
+    echo "core/$me/: a folder not in KVFS_CORE_LAYERS"
+    bad=1
+    continue
+  fi
+  for f in "$dir"*.h "$dir"*.cc; do
+    [[ -e $f ]] || continue
+    while IFS=: read -r line inc; do
+      to=${inc#core/}
+      to=${to%%/*}
+      rel=core/$me/${f##*/}:$line
+      if [[ $me == control ]]; then
+        [[ $inc == core/util/status.h || $to == control ]] ||
+          { echo "$rel: includes $inc (control/ may include only util/status.h)"; bad=1; }
+      elif [[ -z ${rank[$to]+x} ]]; then
+        echo "$rel: includes $inc, not in a layer"
+        bad=1
+      elif ((rank[$to] > rank[$me])) || [[ $to == control ]]; then
+        echo "$rel: includes $inc ($to/ is above $me/)"
+        bad=1
+      fi
+    done < <(grep -n -o '#include "core/[^"]*"' "$f" | sed 's/#include "\(.*\)"/\1/')
+  done
+done
+if ((bad)); then
+  echo "check-layering: includes against the layering (core/CMakeLists.txt: KVFS_CORE_LAYERS)" >&2
+  exit 1
+fi
+echo "check-layering: core/ follows its layers ($layers)"
