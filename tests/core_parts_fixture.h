@@ -76,6 +76,7 @@ class CorePartsFixture : public ::testing::Test {
     l.capacity = capacity;
     l.slack = cfg_.segment_size - SpaceBudget::kMetaReserve;
     l.round = round;
+    l.clock = &clock_;
     budget_ = std::make_unique<SpaceBudget>(l, segs_.get());
     flusher_ =
         std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), &seqs_, ram_.get(), segs_.get(),

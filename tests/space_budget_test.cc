@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <thread>
 
 namespace kvfs {
@@ -179,6 +180,37 @@ TEST(SpaceBudgetTest, AFlushWaitsWhilePassesEvictThoughOtherFlushesFillWhatTheyF
   Status st = b.wait_for_room(3 * kMiB, [] {});
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_GT(passes.load(), 8);
+  b.stop();
+  evictor.join();
+}
+
+// give_up is measured on the budget's clock: passes that report progress
+// but never free enough keep a flush waiting until then, and a test moves
+// the clock there instead of waiting an hour.
+TEST(SpaceBudgetTest, AWaitWhosePassesNeverFreeEnoughEndsAtGiveUpOnTheBudgetsClock) {
+  Usage u;
+  u.used = 10 * kMiB;
+  u.live = 10 * kMiB;
+  ManualClock clock;
+  SpaceBudget::Limits l = limits(10 * kMiB);
+  l.give_up = std::chrono::hours(1);
+  l.clock = &clock;
+  SpaceBudget b(l, &u);
+  std::thread evictor = periodic_passes(b, [] { return true; });  // "progress", never room
+  auto wait = std::async(std::launch::async, [&] { return b.wait_for_room(3 * kMiB, [] {}); });
+  // An hour on, again until the wait is over (the first one after the wait
+  // took its deadline ends it); bounded, where the real hour is not.
+  int hours = 0;
+  while (wait.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready &&
+         hours < 300) {
+    clock.advance(3600);
+    ++hours;
+  }
+  ASSERT_EQ(wait.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+      << "the wait did not end on the budget's clock";
+  const Status st = wait.get();
+  EXPECT_EQ(st.code(), Status::Code::kAtCapacity) << st.ToString();
+  EXPECT_GE(hours, 1);
   b.stop();
   evictor.join();
 }

@@ -181,7 +181,7 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
   // failing, and the pass had better evict than wait on it. So does client
   // data in the file (what the flushers write next of it): it waits for
   // room under the cap, which this pass is making; the segment stays.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline = p_.clock->mono() + std::chrono::seconds(10);
   bool failed = false;
   for (auto& w : waits) {
     std::unique_lock l(w.in->mu);
@@ -189,7 +189,7 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
     auto behind_gate = [&] { return w.in->dirty_charge > 0 && !w.in->flush.reclaiming(); };
     while (!w.in->flush.durable(w.mark) && w.in->linked.load() && w.in->active_writers == 0 &&
            !behind_gate() && !(failed |= write_failed()) && !p_.budget->stopping() &&
-           std::chrono::steady_clock::now() < deadline)
+           p_.clock->mono() < deadline)
       p_.flusher->wait_durable_for(l, std::chrono::milliseconds(100));
     if (!w.in->flush.durable(w.mark) && w.in->linked.load()) blocked = true;
     if (failed) break;

@@ -42,7 +42,7 @@ Status SpaceBudget::backing_full_wait(const std::function<void()>& serve) {
   // Two passes: one may already be running with the old target. Meanwhile
   // serve: the pass may be waiting for the snapshots it re-logs.
   wait_serving(
-      l, std::chrono::steady_clock::now() + std::chrono::seconds(10),
+      l, limits_.clock->mono() + std::chrono::seconds(10),
       [&] { return stop_ || passes_ >= start + 2; }, serve);
   // Freed: what the passes report (another flusher's writes may have taken
   // the room already, and its own retry will tell).
@@ -56,7 +56,7 @@ void SpaceBudget::wait_serving(std::unique_lock<std::mutex>& l,
                                std::chrono::steady_clock::time_point until,
                                const std::function<bool()>& done,
                                const std::function<void()>& serve) {
-  while (!done() && std::chrono::steady_clock::now() < until) {
+  while (!done() && limits_.clock->mono() < until) {
     room_cv_.wait_for(l, std::chrono::milliseconds(100));
     l.unlock();
     serve();
@@ -93,14 +93,14 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
   wanted_ += bytes;
   std::unique_lock l(mu_);
   bool granted = false;
-  const auto deadline = std::chrono::steady_clock::now() + limits_.give_up;
-  while (!stop_ && std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = limits_.clock->mono() + limits_.give_up;
+  while (!stop_ && limits_.clock->mono() < deadline) {
     const uint64_t start = passes_;
     const uint64_t progress = progress_passes_;
     asked_ = true;
     pass_cv_.notify_one();
     // start + 2: at least one pass that began after this request ended.
-    const auto round_end = std::chrono::steady_clock::now() + limits_.round;
+    const auto round_end = limits_.clock->mono() + limits_.round;
     auto done = [&] {
       granted = granted || try_grant(bytes);
       return granted || stop_ || passes_ >= start + 2;
@@ -120,7 +120,7 @@ Status SpaceBudget::wait_for_room(uint64_t bytes, const std::function<void()>& s
     // up; with nothing in flight, give up.
     if (inflight_.load() == 0) break;
     wait_serving(
-        l, std::min(deadline, std::chrono::steady_clock::now() + limits_.round),
+        l, std::min(deadline, limits_.clock->mono() + limits_.round),
         [&] {
           granted = granted || try_grant(bytes);
           return granted || stop_ || releases_ != released;

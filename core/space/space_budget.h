@@ -27,6 +27,7 @@
 #include <functional>
 #include <mutex>
 
+#include "core/util/clock.h"
 #include "core/util/status.h"
 
 namespace kvfs {
@@ -52,6 +53,8 @@ class SpaceBudget {
     // How long a flush waits for passes that make progress, and how long one
     // round of waiting for two passes lasts before the evictor counts as stuck.
     std::chrono::milliseconds give_up{60000}, round{5000};
+    // Whose time those are measured in (tests pass a ManualClock).
+    const Clock* clock = &system_clock();
   };
   SpaceBudget(const Limits& limits, const SpaceUsage* usage);
 

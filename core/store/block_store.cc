@@ -70,6 +70,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   lim.capacity = s->cfg_.capacity;
   lim.high_watermark = cfg.high_watermark;
   lim.slack = cfg.segment_size - SpaceBudget::kMetaReserve;
+  lim.clock = s->clock_;
   s->budget_ = std::make_unique<SpaceBudget>(lim, s->segs_.get());
   s->seqs_ = std::make_unique<SeqCounter>();
   s->journal_ = std::make_unique<MetaJournal>(cfg.read_only, s->seqs_.get());
