@@ -50,29 +50,19 @@ class FleetTest : public ::testing::Test {
     backing_ = nodes_[0]->backing();
     fs::create_directories(backing_);
     // The last node sees the dir through a passthrough that can be stopped.
-    view_ = nodes_.back()->root() + "/view";
-    fs::create_directories(view_);
-    bindfs_ = ::fork();
-    if (bindfs_ == 0) {
-      ::execlp("bindfs", "bindfs", "-f", "--no-allow-other", "-o", "direct_io", backing_.c_str(),
-               view_.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ASSERT_GT(bindfs_, 0);
-    ASSERT_TRUE(eventually([&] { return is_mounted(view_); }, 20)) << "bindfs did not mount";
+    view_path_ = nodes_.back()->root() + "/view";
+    fs::create_directories(view_path_);
+    const std::string why = view_.start(backing_, view_path_);
+    ASSERT_EQ(why, "");
     for (int i = 2; i < kNodes; ++i) node(i).set_backing(backing_);
-    node(kNodes).set_backing(view_);
+    node(kNodes).set_backing(view_path_);
     for (int i = 1; i <= kNodes; ++i) ASSERT_TRUE(mount(i)) << node_name(i);
   }
   void TearDown() override {
-    if (bindfs_ <= 0) return;
-    if (stopped_) ::kill(bindfs_, SIGCONT);
+    view_.resume();
     for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
       if ((*it)->mounted()) (*it)->unmount();
-    (void)run_command({"fusermount3", "-u", view_});
-    ::kill(bindfs_, SIGTERM);
-    int st;
-    ::waitpid(bindfs_, &st, 0);
+    view_.close();
   }
   KvfsMount& node(int i) { return *nodes_[i - 1]; }
   bool mount(int i) {
@@ -99,10 +89,9 @@ class FleetTest : public ::testing::Test {
     return bad.empty() ? "" : node_name(i) + ": " + bad;
   }
 
+  StoppableView view_;  // the last node's view of the dir; outlives the nodes
   std::vector<std::unique_ptr<KvfsMount>> nodes_;
-  std::string backing_, view_;
-  pid_t bindfs_ = -1;
-  bool stopped_ = false;
+  std::string backing_, view_path_;
   std::map<std::string, std::string> want_;  // name -> bytes, as written
 };
 
@@ -129,8 +118,7 @@ TEST_F(FleetTest, SixteenNodesSeeEachOtherAndSurviveAKillAStallAndARetirement) {
   // 3. n16's view of the dir stalls: it answers from what it has within
   // io_timeout, and catches up with what was written meanwhile once the
   // dir answers again.
-  ASSERT_EQ(::kill(bindfs_, SIGSTOP), 0);
-  stopped_ = true;
+  ASSERT_TRUE(view_.stop());
   put(1, "n01-during-stall", 200 * kKiB);
   flush(1);
   const auto t0 = std::chrono::steady_clock::now();
@@ -143,8 +131,7 @@ TEST_F(FleetTest, SixteenNodesSeeEachOtherAndSurviveAKillAStallAndARetirement) {
   EXPECT_NE(::stat(node(kNodes).path("n01-during-stall").c_str(), &st), 0)
       << "n16 cannot have read n01's log through a stopped view";
   EXPECT_LT(since(t1), 2 + 4);
-  ASSERT_EQ(::kill(bindfs_, SIGCONT), 0);
-  stopped_ = false;
+  view_.resume();
   EXPECT_EQ(sees(kNodes, 20), "") << node(kNodes).log_tail(4096);
 
   // 4. n15 is gone for good: retired into n01, its files stay readable on

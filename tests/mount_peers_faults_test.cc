@@ -263,39 +263,23 @@ class PeerStallTest : public ::testing::Test {
     view_ = b_.root() + "/view";
     fs::create_directories(view_);
     fs::create_directories(a_.backing());
-    bindfs_ = ::fork();
-    if (bindfs_ == 0) {
-      ::execlp("bindfs", "bindfs", "-f", "--no-allow-other", "-o", "direct_io",
-               a_.backing().c_str(), view_.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ASSERT_GT(bindfs_, 0);
-    ASSERT_TRUE(eventually([&] { return is_mounted(view_); }, 20)) << "bindfs did not mount";
+    const std::string why = bindfs_.start(a_.backing(), view_);
+    ASSERT_EQ(why, "");
     b_.set_backing(view_);
   }
   void TearDown() override {
-    if (bindfs_ <= 0) return;
+    if (!bindfs_.running()) return;
     resume();
     if (b_.mounted()) b_.unmount();
     if (a_.mounted()) a_.unmount();
-    (void)run_command({"fusermount3", "-u", view_});
-    ::kill(bindfs_, SIGTERM);
-    int st;
-    ::waitpid(bindfs_, &st, 0);
+    bindfs_.close();
   }
-  void stall() {
-    ASSERT_EQ(::kill(bindfs_, SIGSTOP), 0);
-    stopped_ = true;
-  }
-  void resume() {
-    if (stopped_) ::kill(bindfs_, SIGCONT);
-    stopped_ = false;
-  }
+  void stall() { ASSERT_TRUE(bindfs_.stop()); }
+  void resume() { bindfs_.resume(); }
 
+  StoppableView bindfs_;  // b's view of the dir; outlives the mounts
   KvfsMount a_, b_;
   std::string view_;
-  pid_t bindfs_ = -1;
-  bool stopped_ = false;
 };
 
 TEST_F(PeerStallTest, ANodeWhoseViewOfTheDirStallsKeepsAnsweringAndCatchesUp) {

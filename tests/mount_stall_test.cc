@@ -61,38 +61,23 @@ class StallTest : public ::testing::Test {
     back_ = m_.root() + "/stalling";
     std::filesystem::create_directories(real_);
     std::filesystem::create_directories(back_);
-    bindfs_ = ::fork();
-    if (bindfs_ == 0) {
-      ::execlp("bindfs", "bindfs", "-f", "--no-allow-other", "-o", "direct_io", real_.c_str(),
-               back_.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ASSERT_GT(bindfs_, 0);
-    ASSERT_TRUE(eventually([&] { return is_mounted(back_); }, 20)) << "bindfs did not mount";
+    const std::string why = view_.start(real_, back_);
+    ASSERT_EQ(why, "");
     m_.set_backing(back_);
   }
 
   void TearDown() override {
-    if (bindfs_ <= 0) return;
+    if (!view_.running()) return;
     resume();
     if (m_.mounted()) m_.unmount();
     if (daemon_ > 0) {
       EXPECT_TRUE(KvfsMount::wait_exit(daemon_, 60000));
     }
-    (void)run_command({"fusermount3", "-u", back_});
-    ::kill(bindfs_, SIGTERM);
-    int st;
-    ::waitpid(bindfs_, &st, 0);
+    view_.close();
   }
 
-  void stall() {
-    ASSERT_EQ(::kill(bindfs_, SIGSTOP), 0);
-    stopped_ = true;
-  }
-  void resume() {
-    if (stopped_) ::kill(bindfs_, SIGCONT);
-    stopped_ = false;
-  }
+  void stall() { ASSERT_TRUE(view_.stop()); }
+  void resume() { view_.resume(); }
   bool flush() { return control(m_.mnt(), R"({"cmd":"flush","wait":true})").contains("flushed"); }
   void put(const std::string& rel, size_t n, uint64_t seed) {
     if (auto slash = rel.rfind('/'); slash != std::string::npos)
@@ -107,11 +92,10 @@ class StallTest : public ::testing::Test {
     EXPECT_TRUE(got == make_content(n, seed)) << rel << ": wrong bytes (" << got.size() << ")";
   }
 
+  StoppableView view_;  // the backing dir kvfs sees; outlives the mount
   KvfsMount m_;
   std::string real_, back_;
-  pid_t bindfs_ = -1;
   pid_t daemon_ = -1;  // an unmounted daemon still to wait for
-  bool stopped_ = false;
 };
 
 TEST_F(StallTest, ColdReadsFailWithinIoTimeoutWhileTheRestGoesOn) {

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -167,6 +168,55 @@ class Failures {
   mutable std::mutex mu_;
   std::string first_;
   std::atomic<uint64_t> count_{0};
+};
+
+// A bindfs passthrough of src at view that a test can stop (SIGSTOP: every
+// call into it hangs, as on a stalled NFS server) and resume: the backing
+// dir, or one node's view of it, that stalls. start() mounts it; close()
+// (and the destructor) resumes, unmounts and reaps it. Give it up only
+// after the kvfs mounts over it are gone.
+class StoppableView {
+ public:
+  StoppableView() = default;
+  StoppableView(const StoppableView&) = delete;
+  StoppableView& operator=(const StoppableView&) = delete;
+  ~StoppableView() { close(); }
+  // "" once mounted, else why not.
+  std::string start(const std::string& src, const std::string& view) {
+    view_ = view;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execlp("bindfs", "bindfs", "-f", "--no-allow-other", "-o", "direct_io", src.c_str(),
+               view.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    if (pid_ < 0) return std::string("fork: ") + std::strerror(errno);
+    if (!eventually([&] { return is_mounted(view_); }, 20)) return "bindfs did not mount " + view;
+    return "";
+  }
+  bool stop() {
+    stopped_ = pid_ > 0 && ::kill(pid_, SIGSTOP) == 0;
+    return stopped_;
+  }
+  void resume() {
+    if (stopped_) ::kill(pid_, SIGCONT);
+    stopped_ = false;
+  }
+  void close() {
+    if (pid_ <= 0) return;
+    resume();
+    (void)run_command({"fusermount3", "-u", view_});
+    ::kill(pid_, SIGTERM);
+    int st;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  bool running() const { return pid_ > 0; }
+
+ private:
+  std::string view_;
+  pid_t pid_ = -1;
+  bool stopped_ = false;
 };
 
 inline std::string errstr(int e) {
