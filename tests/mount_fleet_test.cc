@@ -70,7 +70,7 @@ class FleetTest : public ::testing::Test {
     if (i == kNodes) o += ",io_timeout=2";
     return node(i).mount_ok(o);
   }
-  // Writes a file on node i and flushes that node: durable in the shared dir.
+  // Writes a file on node i and remembers its bytes (flush(i) makes it durable).
   void put(int i, const std::string& name, size_t n) {
     want_[name] = content(name, n);
     ASSERT_TRUE(write_file(node(i).path(name), want_[name])) << name;
@@ -79,13 +79,11 @@ class FleetTest : public ::testing::Test {
     RunResult f = run_admin({"flush", node(i).mnt(), "--wait"});
     ASSERT_EQ(f.exit_code, 0) << node_name(i) << ": " << f.output;
   }
-  // Every file of want_ (or of `only`) read bit-exact on node i within
-  // limit_s: "" or what is wrong.
-  std::string sees(int i, double limit_s,
-                   const std::map<std::string, std::string>* only = nullptr) {
-    const auto& w = only ? *only : want_;
+  // Every file of want_ read bit-exact on node i within limit_s: "" or what
+  // is wrong.
+  std::string sees(int i, double limit_s) {
     std::string bad;
-    eventually([&] { return (bad = check_all(node(i), w)).empty(); }, limit_s);
+    eventually([&] { return (bad = check_all(node(i), want_)).empty(); }, limit_s);
     return bad.empty() ? "" : node_name(i) + ": " + bad;
   }
 
