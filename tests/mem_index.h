@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // MemIndex: an in-memory IndexWriter for the policy tests of the flusher, the
 // journal and the evictor (no RocksDB). It applies a batch as index.cc does
-// for the keys those parts write (snapshots, deletions and their T keys, P
-// keys, S keys) and can be told to fail the next commits, as a full or
+// for the keys the tests read back (snapshots, deletions and their T keys,
+// P keys) and can be told to fail the next commits, as a full or
 // failing index volume would. Thread-safe: one mutex.
 #pragma once
 
@@ -23,15 +23,12 @@ class MemIndex final : public IndexWriter {
       ++failed_;
       return fail_with_;
     }
-    syncs_ += sync;
     for (const InodeSnapshot* s : b.puts) snaps_[s->ino] = *s;
     for (const auto& d : b.deletes) {
       snaps_.erase(d.ino);
       if (d.tomb_seq != 0) tombs_[d.ino] = d.tomb_seq;
     }
     for (uint64_t ino : b.untombs) tombs_.erase(ino);
-    for (const auto& [seg, st] : b.segments) segments_[seg] = st;
-    for (uint64_t seg : b.segment_drops) segments_.erase(seg);
     for (const RecordEntry* e : b.pending) pending_[e->snap.seq] = *e;
     for (uint64_t seq : b.logged) pending_.erase(seq);
     return Status::OK();
@@ -75,9 +72,8 @@ class MemIndex final : public IndexWriter {
   mutable std::mutex mu_;
   std::map<uint64_t, InodeSnapshot> snaps_;  // guarded by mu_
   std::map<uint64_t, uint64_t> tombs_;       // guarded by mu_
-  std::map<uint64_t, SegmentLogState> segments_;
   std::map<uint64_t, RecordEntry> pending_;
-  uint64_t commits_ = 0, failed_ = 0, syncs_ = 0;
+  uint64_t commits_ = 0, failed_ = 0;
   int fail_ = 0;
   Status fail_with_;
 };
