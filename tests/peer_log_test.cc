@@ -2,11 +2,14 @@
 // PeerLog on its own (core/peers/peer_log.h): a follower of node "a"'s segment log,
 // as node "b" runs it, over a real backing dir that a real BlockStore of
 // node "a" writes (peer_files_fixture.h). What a pass costs the server (its
-// listings and segment opens) and how quiet peers rest.
+// listings and segment opens), how quiet peers rest, and that a sealed
+// segment is left alone once read.
 #include "core/peers/peer_log.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include "core/backing/disk_layout.h"
 #include "core/segments/segment_store.h"
 #include "tests/peer_files_fixture.h"
 
@@ -43,6 +46,18 @@ class PeerLogTest : public PeerFilesTest {
     d.listings -= before.listings;
     d.segment_opens -= before.segment_opens;
     return d;
+  }
+
+  // How many of node's segments are sealed.
+  size_t sealed_of(const std::string& node) {
+    const std::string dir = layout::segment_dir(root_ + "/backing");
+    size_t k = 0;
+    for (const std::string& name : segments_of(node)) {
+      struct stat st {};
+      EXPECT_EQ(::stat((dir + "/" + name).c_str(), &st), 0);
+      k += layout::segment_sealed(st.st_mode) ? 1 : 0;
+    }
+    return k;
   }
 
   std::unique_ptr<SegmentStore> segs_;
@@ -113,11 +128,52 @@ TEST_F(PeerLogTest, AnActivePeerIsLookedAtEveryPass) {
   }
 }
 
-TEST_F(PeerLogTest, OldSegmentsAreCheckedAFewAPassInTurn) {
+TEST_F(PeerLogTest, ASealedSegmentIsReadOnceAndNeverOpenedAgain) {
+  BlockStore& a = node("a");  // 8 MiB segments: every second file closes one
+  for (int i = 0; i < 10; ++i) put(a, kRootIno, "big" + std::to_string(i), pattern(4 * kMiB, i));
+  const size_t n = segments_of("a").size();
+  const size_t open = n - sealed_of("a");
+  ASSERT_GE(n - open, 5u);
+  PeerLog& b = follower();
+  EXPECT_EQ(passes(1, PeerLog::Pass::kFull).segment_opens, n);  // each read once
+  // The sealed ones (disk_layout.h) are never opened again, even by a full
+  // pass; one a's writer still has open is opened every pass.
+  EXPECT_EQ(passes(10, PeerLog::Pass::kFull).segment_opens, 10 * open);
+  for (int i = 0; i < 10; ++i) {
+    auto f = b.find("big" + std::to_string(i));
+    ASSERT_TRUE(f.has_value()) << i;
+    EXPECT_EQ(f->snap.size, 4 * kMiB);
+  }
+  // Small files go to a segment a's writer keeps open: that one is opened
+  // every pass, and each new file in it is seen by the next pass.
+  size_t unsealed = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "small" + std::to_string(i);
+    put(a, kRootIno, name, name);
+    unsealed = segments_of("a").size() - sealed_of("a");
+    ASSERT_GE(unsealed, 1u);
+    EXPECT_EQ(passes(1, PeerLog::Pass::kFull).segment_opens, unsealed) << name;
+    EXPECT_TRUE(b.find(name).has_value()) << name;
+  }
+  // a closes it (an unmount seals its open segment): read once more, then
+  // never again.
+  close("a");
+  EXPECT_EQ(sealed_of("a"), segments_of("a").size());
+  EXPECT_EQ(passes(1, PeerLog::Pass::kFull).segment_opens, unsealed);
+  EXPECT_EQ(passes(10, PeerLog::Pass::kFull).segment_opens, 0u);
+  EXPECT_TRUE(b.find("small2").has_value());
+}
+
+TEST_F(PeerLogTest, OldUnsealedSegmentsAreCheckedAFewAPassInTurn) {
   BlockStore& a = node("a");  // 8 MiB segments
   for (int i = 0; i < 30; ++i) put(a, kRootIno, "big" + std::to_string(i), pattern(4 * kMiB, i));
   const size_t n = segments_of("a").size();
   ASSERT_GT(n, 9u) << "a should have more segments than the newest eight";
+  // As a dir written before seals has them (or a node whose chmod failed):
+  // a peer cannot know that a's old segments are closed.
+  const std::string dir = layout::segment_dir(root_ + "/backing");
+  for (const std::string& name : segments_of("a"))
+    ASSERT_EQ(::chmod((dir + "/" + name).c_str(), layout::kSegmentMode), 0);
   PeerLog& b = follower();
   passes(2, PeerLog::Pass::kFull);  // all new, then all grown since the first look
   // Nothing changes now: each pass opens a's newest eight and one of the

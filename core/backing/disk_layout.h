@@ -23,6 +23,16 @@
 // a dir that has it, and a node refuses to mark a dir that holds another
 // name's segments (they belong to a kvfs without node_id).
 //
+// A segment is sealed when no write bit is left in its mode (0400 instead
+// of the 0600 it is made with): its owner chmods it so when it closes it for
+// good (the writer's last record is in, its tail trimmed) and never appends
+// to it again; at mount it seals the newest few that a crash left open. A
+// peer that has read a sealed segment to its end never opens it again. The
+// mode is an ordinary attribute every backing fs keeps (a listing or an open
+// returns it), so the rule costs one SETATTR per segment and no record; a
+// dir copied without its modes only loses the saving (an unsealed segment
+// is checked in turn, as all were before the rule).
+//
 // Constants and pure functions only: thread-safe.
 #pragma once
 
@@ -43,6 +53,12 @@ inline constexpr const char* kSegDir = "segments";
 // kvfs using that index.
 inline constexpr const char* kIndexLockName = "kvfs.lock";
 inline constexpr const char* kSegSuffix = ".seg";
+inline constexpr unsigned kSegmentMode = 0600;        // made so, appended to by its owner
+inline constexpr unsigned kSealedSegmentMode = 0400;  // its owner will never append again
+// Whether a segment file with this st_mode is sealed (see above).
+inline bool segment_sealed(unsigned st_mode) {
+  return (st_mode & 0222) == 0;
+}
 
 std::string super_path(const std::string& backing);
 std::string super_tmp_path(const std::string& backing, const std::string& node);

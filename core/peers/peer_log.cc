@@ -103,7 +103,8 @@ struct ScanOut {
   uint64_t from = 0;   // where the scan started
   uint64_t valid = 0;  // the end of the last complete record
   bool partial = false;
-  bool gone = false;  // deleted between the listing and the open
+  bool sealed = false;  // its owner will never append to it (disk_layout.h)
+  bool gone = false;    // deleted between the listing and the open
   uint64_t records = 0;
   std::vector<RecordEntry> entries;
 };
@@ -120,7 +121,11 @@ Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, Sca
     return Status::FromErrno(errno, "open " + path);
   }
   struct stat st;
-  out->size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  // The size and the seal of one stat: a segment sealed then had all its
+  // bytes by then.
+  const bool statted = ::fstat(fd, &st) == 0;
+  out->size = statted ? static_cast<uint64_t>(st.st_size) : 0;
+  out->sealed = statted && layout::segment_sealed(st.st_mode);
   out->from = out->size < pos ? 0 : pos;  // cut short (by hand): all again, by seq
   out->valid = out->from;
   scan_segment_fd(
@@ -184,8 +189,7 @@ Status PeerLog::poll(Pass kind) {
   const uint64_t pass_no = pass_no_++;
   // A quiet peer's segments rest between looks (see Pass): in a fleet most
   // peers are idle at any time, and each look costs the server an open per
-  // segment. (Not a single closed segment of an active peer: a peer cannot
-  // tell it from an open one that holds metadata records only.)
+  // segment.
   const bool look_all = kind == Pass::kFull || pass_no % kRestEvery == 0;
   auto node_rests = [&](const std::string& node) {
     if (look_all) return false;
@@ -227,19 +231,22 @@ Status PeerLog::poll(Pass kind) {
   };
   std::vector<Read> reads;
   std::vector<std::pair<std::string, uint64_t>> gone;
-  // A node appends only to its newest few segments (one per flusher, the
-  // reclaim copy, the journal); older ones only ever go. Those are reopened
-  // every pass, and any that grew at the last look. The older ones are
-  // checked in turn, a few a pass (each at least every kOldCycle passes, or
-  // kOldPerPass a pass where a node has more): a segment that fell out of
-  // the newest while still open is caught, and a pass over a node with
-  // thousands of segments stays a handful of opens.
+  // A sealed segment read to its end is never opened again (its owner
+  // appends to it no more, disk_layout.h); most of a node's segments are.
+  // Of the unsealed ones, a node appends only to its newest few (one per
+  // flusher, the reclaim copy, the journal): those are reopened every pass,
+  // and any that grew at the last look. Older unsealed ones (a dir written
+  // before seals, or a seal that failed) are checked in turn, a few a pass
+  // (each at least every kOldCycle passes, or kOldPerPass a pass where a
+  // node has more): a segment that fell out of the newest while still open
+  // is caught, and a pass over a node with thousands of segments stays a
+  // handful of opens.
   std::map<std::string, uint64_t> hot_from;             // node -> lowest id of its newest kHot
   std::set<std::pair<std::string, uint64_t>> old_turn;  // old segments checked this pass
   {
     std::map<std::string, std::vector<uint64_t>> ids;
     for (auto& [k, s] : seg_table_)
-      if (s.listed) ids[k.first].push_back(k.second);
+      if (s.listed && !s.sealed) ids[k.first].push_back(k.second);
     for (auto& [node, v] : ids) {
       const size_t hot = v.size() > kHot ? v.size() - kHot : 0;  // v[0, hot): old
       hot_from[node] = hot ? v[hot] : 0;
@@ -264,6 +271,10 @@ Status PeerLog::poll(Pass kind) {
     }
     // New in the listing, or grown at the last look: read now, and its node
     // is active.
+    if (s.sealed) {  // its last look counted what it brought; nothing new since
+      active.try_emplace(k.first, false);
+      continue;
+    }
     if (s.grew) active[k.first] = true;
     if (!s.grew && node_rests(k.first)) continue;
     if (!s.grew && k.second < hot_from[k.first] && !old_turn.count(k)) continue;
@@ -290,7 +301,8 @@ Status PeerLog::poll(Pass kind) {
     if (s.grew) segs_->reopen_foreign(s.alias);
     s.size = out->size;
     s.pos = out->valid;
-    s.partial = out->partial;
+    s.sealed = out->sealed;
+    s.partial = out->partial && !out->sealed;  // a sealed tail never completes
     reads.push_back({&s, std::move(out)});
   }
   for (auto& [node, changed] : active) {

@@ -5,9 +5,10 @@
 // tree is a snapshot or tombstone in a record there).
 //
 // One thread reads the peers' logs every peer_poll seconds. A pass lists the
-// segment dir, reopens each peer's newest segments (close-to-open: an NFS
-// client sees a writer's appends only after an open; quiet peers less often,
-// see Pass; older segments a few a pass in turn) and applies the complete
+// segment dir, reopens each peer's newest unsealed segments (close-to-open:
+// an NFS client sees a writer's appends only after an open; quiet peers less
+// often, see Pass; a sealed segment never again once read, disk_layout.h;
+// older unsealed ones a few a pass in turn) and applies the complete
 // records past where the last pass stopped; a torn tail is read again next
 // time. Headers and entries are checked here, block data when it is read
 // (its XXH3 is in the extent). Per node it keeps the newest snapshot of each
@@ -167,6 +168,7 @@ class PeerLog {
     uint64_t size = 0;     // as the last open saw it
     bool partial = false;  // a record past pos is not complete yet
     bool grew = true;      // its size changed at the last look (or it is new)
+    bool sealed = false;   // and read to its end: never opened again
     bool listed = false;
   };
   struct View {

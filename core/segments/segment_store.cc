@@ -42,7 +42,7 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
   }
   auto op = track("create of segment " + path);
   int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0);
-  int fd = ::open(path.c_str(), flags, 0600);
+  int fd = ::open(path.c_str(), flags, layout::kSegmentMode);
   if (fd < 0) {
     // Out of room or not: a missing or unusable segment dir is an I/O error
     // to the clients waiting on this flush, never ENOENT.

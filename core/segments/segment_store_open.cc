@@ -18,6 +18,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "core/backing/backing_nodes.h"
 #include "core/backing/disk_layout.h"
@@ -28,6 +29,9 @@
 
 namespace kvfs {
 namespace {
+
+// How many of its own unsealed segments a mount seals (the newest).
+constexpr size_t kSealAtMount = 8;
 
 std::string random_id() {
   std::random_device rd;
@@ -304,6 +308,7 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
 
   DIR* d = ::opendir(s->dir_.c_str());
   if (!d) return Status::FromErrno(errno, "opendir " + s->dir_);
+  std::vector<uint64_t> unsealed;  // own segments not sealed yet
   while (dirent* de = ::readdir(d)) {
     // Another node's segments are its own business: never listed, so never
     // caught up, counted, reclaimed or deleted here.
@@ -331,8 +336,21 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
     }
     s->segs_[sid] = SegmentInfo{sid, static_cast<uint64_t>(ss.st_size), 0, false, p};
     s->next_id_ = std::max(s->next_id_, sid + 1);
+    if (!layout::segment_sealed(ss.st_mode)) unsealed.push_back(sid);
   }
   ::closedir(d);
+  // Segments a crash (or a kvfs before seals) left unsealed: this node never
+  // appends to one again (a writer always starts a new segment), so they are
+  // sealed now for the peers' sake (disk_layout.h). Only the newest few,
+  // which are where a crash leaves them; older ones a peer checks in turn,
+  // and sealing thousands would cost a mount that many round trips.
+  std::sort(unsealed.begin(), unsealed.end());
+  for (size_t i = unsealed.size() > kSealAtMount ? unsealed.size() - kSealAtMount : 0;
+       i < unsealed.size(); ++i) {
+    const std::string& path = s->segs_[unsealed[i]].path;
+    if (::chmod(path.c_str(), layout::kSealedSegmentMode) != 0)
+      spdlog::warn("cannot seal segment {} (chmod): {}", path, std::strerror(errno));
+  }
 
   // Probe O_DIRECT once: tmpfs before 6.6 and some NFS setups refuse it.
   if (cfg.direct_io) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/backing/disk_layout.h"
 #include "core/segments/segment_store.h"
 #include "core/util/log.h"
 
@@ -29,6 +30,17 @@ SegmentWriter::~SegmentWriter() {
   // scan reads as the end of the segment.
   const uint64_t end = std::min(off_, keep_);
   const bool trimmed = ::ftruncate(fd_, static_cast<off_t>(end)) == 0;
+  // Sealed (disk_layout.h): nothing is appended to it again, so a peer that
+  // has read it to its end never opens it again. After the trim, which on
+  // NFS writes back every byte first, so a peer that sees the seal sees
+  // them. A seal that fails costs only that saving.
+  if (trimmed && end > 0 && ::fchmod(fd_, layout::kSealedSegmentMode) != 0) {
+    static LogLimiter limit;
+    uint64_t held = 0;
+    if (limit.allow(&held))
+      spdlog::warn("cannot seal segment {} (chmod): {} ({} more like it)", id_,
+                   std::strerror(errno), held);
+  }
   ::close(fd_);
   std::string path;
   {
