@@ -78,9 +78,9 @@ class CorePartsFixture : public ::testing::Test {
     l.round = round;
     l.clock = &clock_;
     budget_ = std::make_unique<SpaceBudget>(l, segs_.get());
-    flusher_ =
-        std::make_unique<Flusher>(Flusher::Parts{&cfg_, ns_.get(), &seqs_, ram_.get(), segs_.get(),
-                                                 &index_, io_.get(), budget_.get(), data_.get()});
+    flusher_ = std::make_unique<Flusher>(Flusher::Parts{&cfg_, &clock_, ns_.get(), &seqs_,
+                                                        ram_.get(), segs_.get(), &index_, io_.get(),
+                                                        budget_.get(), data_.get()});
     if (run) flusher_->start();
   }
   void TearDown() override {

@@ -11,7 +11,11 @@
 #include "core/flush/flusher.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <thread>
+
+#include "core/backing/disk_layout.h"
 #include "core/recovery/recovery.h"
 #include "tests/core_parts_fixture.h"
 
@@ -47,6 +51,40 @@ TEST_F(FlusherTest, PacksClosedFilesIntoOneSegmentAndCommitsEach) {
   EXPECT_EQ(ram_->dirty_bytes(), 0u);
   // The live bytes follow the slots: two 4 KiB-aligned blocks per file.
   EXPECT_EQ(segs_->live_bytes(), 8 * (kBlockSize + 512 * 1024));
+}
+
+// A flusher that has had nothing to write for 30 s closes its segment, which
+// seals it (disk_layout.h): an idle node's segments cost its peers nothing.
+// On the fixture's clock: the test moves it instead of waiting.
+TEST_F(FlusherTest, AnIdleFlusherSealsItsSegmentAndTheNextFlushStartsANewOne) {
+  start(256 * kMiB);
+  InodeRef f = make_file("f", 2 * kMiB);
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  std::vector<SegmentInfo> l = segs_->list();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(l[0].open);
+  auto sealed = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && layout::segment_sealed(st.st_mode);
+  };
+  EXPECT_FALSE(sealed(l[0].path));
+  // 31 s on the clock, and the flushers woken to look at it, until the one
+  // that wrote (between its commit and its next wait, maybe) notices.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (segs_->list()[0].open && std::chrono::steady_clock::now() < deadline) {
+    clock_.advance(31);
+    flusher_->retry_now();
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(segs_->list()[0].open);
+  EXPECT_TRUE(sealed(l[0].path));
+  expect_bytes(committed()[f->ino]);
+  InodeRef g = make_file("g", kMiB);
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  l = segs_->list();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_TRUE(l[1].open);
+  expect_bytes(committed()[g->ino]);
 }
 
 TEST_F(FlusherTest, LeavesAFileBeingWrittenUntilItsWriterCloses) {

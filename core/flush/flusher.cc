@@ -14,6 +14,7 @@
 #include "core/ram/ram_tier.h"
 #include "core/segments/segment_store.h"
 #include "core/space/space_budget.h"
+#include "core/util/clock.h"
 #include "core/util/log.h"
 #include "core/util/seq_counter.h"
 
@@ -40,6 +41,13 @@ struct Flusher::Captured {
 namespace {
 LogLimiter g_flush_err_log;
 constexpr auto kRetryDelay = std::chrono::seconds(1);
+constexpr auto kRetrySlice = std::chrono::milliseconds(100);
+// A flusher with nothing to write for this long closes (seals) its segment:
+// every open segment costs each peer an open per look (peer_log.h), sealed
+// ones nothing, so an idle node costs its peers a listing only. A writer
+// busy more often keeps its segment: a bursty node starts at most one
+// segment per flusher per kIdleSeal on top of those it fills.
+constexpr auto kIdleSeal = std::chrono::seconds(30);
 }  // namespace
 
 Flusher::Flusher(const Parts& parts) : p_(parts) {}
@@ -125,21 +133,32 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
 }
 
 bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
-                         bool* awaited) {
+                         bool* awaited, bool has_writer, bool* idle) {
   std::unique_lock l(q_mu_);
+  const int64_t seal_at = p_.clock->mono_ns() + std::chrono::nanoseconds(kIdleSeal).count();
   for (;;) {
     if (stopping_) return false;
-    const auto now = std::chrono::steady_clock::now();
-    if (!retry_.empty() && now >= retry_at_) {
+    const int64_t now = p_.clock->mono_ns();
+    if (!retry_.empty() && now >= retry_at_ns_) {
       for (auto& in : retry_) queue_.push_back(std::move(in));
       retry_.clear();
     }
     const bool ready = !queue_.empty() || !ungated_.empty() || !meta_.empty() || pressure_;
-    if (ready && now >= retry_at_) break;
-    if (ready || !retry_.empty())
-      q_cv_.wait_until(l, retry_at_);
-    else
+    if (ready && now >= retry_at_ns_) break;
+    // The back-off is on the clock, which a test may move: it is read again
+    // at least every kRetrySlice, and retry_now() ends the wait at once.
+    if (ready || !retry_.empty()) {
+      q_cv_.wait_for(l, std::min<std::chrono::nanoseconds>(
+                            std::chrono::nanoseconds(retry_at_ns_ - now), kRetrySlice));
+    } else if (has_writer) {
+      if (now >= seal_at) {
+        *idle = true;
+        return true;
+      }
+      q_cv_.wait_for(l, std::chrono::nanoseconds(seal_at - now));
+    } else {
       q_cv_.wait(l);
+    }
   }
   ++active_;
   meta->swap(meta_);
@@ -200,8 +219,12 @@ void Flusher::run(Worker* w) {
   for (;;) {
     std::vector<Captured> batch;
     std::vector<RecordEntry> meta;
-    bool sync = false, awaited = false;
-    if (!take_batch(&batch, &meta, &sync, &awaited)) break;
+    bool sync = false, awaited = false, idle = false;
+    if (!take_batch(&batch, &meta, &sync, &awaited, w->writer != nullptr, &idle)) break;
+    if (idle) {
+      w->writer.reset();  // sealed (segment_writer.cc); the next batch starts a new one
+      continue;
+    }
     // Metadata first, and never held back by the capacity gate: it is tiny,
     // and the evictor may be waiting for it (snapshots it re-logs before
     // deleting a segment) to make room for the data behind it.
@@ -530,7 +553,7 @@ void Flusher::fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>&
       ++meta_failures_;
       meta_error_ = st;
     }
-    retry_at_ = std::chrono::steady_clock::now() + kRetryDelay;
+    retry_at_ns_ = p_.clock->mono_ns() + std::chrono::nanoseconds(kRetryDelay).count();
   }
   if (!meta.empty()) meta_cv_.notify_all();  // log_meta's wait ends
   p_.ram->set_flush_error(st);

@@ -45,6 +45,7 @@
 namespace kvfs {
 
 class BackingIo;
+class Clock;
 class FileData;
 class Namespace;
 class RamTier;
@@ -59,6 +60,7 @@ class Flusher {
   // What a flusher uses; every part outlives it (BlockStore owns them all).
   struct Parts {
     const StoreConfig* cfg;  // flush_threads, flush_batch_bytes, segment_size
+    const Clock* clock;      // the back-off after a failed batch
     Namespace* ns;           // its lock and inode numbers
     SeqCounter* seqs;        // seqs of the snapshots and tombstones it writes
     RamTier* ram;            // flush errors writers see
@@ -131,9 +133,11 @@ class Flusher {
   };
   void run(Worker* w);
   // Takes inodes (and pending meta) for one pass; false when stopping.
-  // awaited: log_meta() waits for one of the meta entries.
+  // awaited: log_meta() waits for one of the meta entries. With
+  // has_writer, a wait that finds nothing for kIdleSeal ends with *idle
+  // set and nothing taken: the worker seals its segment.
   bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
-                  bool* awaited);
+                  bool* awaited, bool has_writer, bool* idle);
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                      bool gate, LogPos* pos);
@@ -180,7 +184,7 @@ class Flusher {
   bool sync_all_ = false;                 // guarded by q_mu_: flush_all also syncs the index WAL
   int active_ = 0;                        // passes in progress, guarded by q_mu_
   std::condition_variable idle_cv_;       // guarded by q_mu_
-  std::chrono::steady_clock::time_point retry_at_;  // guarded by q_mu_; error backoff
+  int64_t retry_at_ns_ = 0;  // guarded by q_mu_; error back-off, on the clock's mono_ns()
 
   std::condition_variable_any durable_cv_;  // waiters hold their inode's mu
 

@@ -23,7 +23,7 @@ void Flusher::enqueue_locked(const InodeRef& in, bool urgent) {
       queue_.push_front(in);
     else
       queue_.push_back(in);
-    if (urgent) retry_at_ = {};
+    if (urgent) retry_at_ns_ = 0;
   }
   q_cv_.notify_one();
 }
@@ -88,7 +88,7 @@ Status Flusher::log_meta(std::vector<RecordEntry> entries, std::chrono::millisec
 void Flusher::retry_now() {
   {
     std::lock_guard l(q_mu_);
-    retry_at_ = {};
+    retry_at_ns_ = 0;
   }
   q_cv_.notify_all();
 }
@@ -139,7 +139,7 @@ Status Flusher::flush_all(bool include_open) {
       sync_all_ = true;
       for (auto& in : retry_) queue_.push_back(std::move(in));
       retry_.clear();
-      retry_at_ = {};
+      retry_at_ns_ = 0;
     }
     for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);

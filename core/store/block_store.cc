@@ -78,9 +78,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   KVFS_RETURN_IF_ERROR(s->load());
   // The flushers and the evictor are wired once the index is the one to use
   // (load may rebuild it); journal entries made before wait in the journal.
-  s->flusher_ = std::make_unique<Flusher>(
-      Flusher::Parts{&s->cfg_, s->ns_.get(), s->seqs_.get(), s->ram_.get(), s->segs_.get(),
-                     s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get()});
+  s->flusher_ = std::make_unique<Flusher>(Flusher::Parts{
+      &s->cfg_, s->clock_, s->ns_.get(), s->seqs_.get(), s->ram_.get(), s->segs_.get(),
+      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get()});
   s->evictor_ = std::make_unique<Evictor>(
       Evictor::Parts{&s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(),
                      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get(),
