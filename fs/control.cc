@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/retire/node_retirement.h"
 #include "core/store/block_store.h"
 #include "core/util/log.h"
 #include "fs/errno_map.h"
@@ -63,7 +64,7 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
   snap.backing = st.backing_io_stats();
   snap.catch_up = st.catch_up_stats();
   snap.rebuilt_index = st.rebuilt_index();
-  snap.io_timeout_s = st.io_timeout();
+  snap.io_timeout_s = st.live_config().io_timeout_s;
   json r = stats::to_json(snap);
   r["latency"] = json{{"lookup", latency(lat.lookup)}, {"read", latency(lat.read)},
                       {"write", latency(lat.write)},   {"create", latency(lat.create)},
@@ -262,8 +263,8 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
       if (!privileged) {
         reply = deny();
       } else {
-        auto r = st.retire_node(req.value("node", ""), req.value("drop", false),
-                                req.value("idle_s", 30.0));
+        auto r = retire_node(st, req.value("node", ""), req.value("drop", false),
+                             req.value("idle_s", 30.0));
         reply = !r.ok() ? error(r.status())
                         : json{{"files_copied", r->files_copied},
                                {"bytes_copied", r->bytes_copied},

@@ -220,7 +220,8 @@ TEST_F(RuntimeConfig, ChangesApplyTogetherOrNotAtAll) {
            {{"evict_grace", "9"}, {"segment_size", "16M"}}}) {
     r = set(bad);
     EXPECT_EQ(r.value("errno", 0), EINVAL) << r.dump();
-    EXPECT_EQ(store_->evict_grace(), 7.0) << bad[1].first << " let evict_grace through";
+    EXPECT_EQ(store_->live_config().evict_grace_s, 7.0)
+        << bad[1].first << " let evict_grace through";
   }
   EXPECT_EQ(store_->capacity(), 2ull << 30);
   // The same rules guard the store's one setter, and it refuses a change
@@ -258,7 +259,7 @@ TEST_F(RuntimeConfig, EveryRuntimeOptionTakesEffect) {
   }
   EXPECT_EQ(store_->ram().capacity(), 48u << 20);
   EXPECT_EQ(store_->capacity(), 3ull << 30);
-  EXPECT_EQ(store_->io_timeout(), 7.0);
+  EXPECT_EQ(store_->live_config().io_timeout_s, 7.0);
 }
 
 std::vector<std::string> man_lines(const char* page) {

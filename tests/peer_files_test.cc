@@ -403,59 +403,6 @@ TEST_F(PeerFilesTest, AReclaimedSegmentIsDeletedAfterItsGraceOrWhenTheCapNeedsIt
   EXPECT_TRUE(get(b, kRootIno, "f0") == content(0));
 }
 
-TEST_F(PeerFilesTest, ANodeGoneForGoodIsRetiredIntoAnother) {
-  const std::string d1 = pattern(2 * kMiB + 1, 21), d2 = pattern(kMiB, 22);
-  BlockStore& a = node("a");
-  put(a, dir(a, kRootIno, "m"), "x", d1);
-  put(a, kRootIno, "y", d2);
-  put(a, kRootIno, "mine", "a's");
-  BlockStore& b = node("b");
-  BlockStore& c = node("c");
-  clock_.advance(1);
-  put(b, kRootIno, "mine", "b's");
-  const auto busy = Status::Code::kBusy;
-  EXPECT_EQ(b.retire_node("a", false, 0).status().code(), busy) << "a is running";
-  ASSERT_EQ(get(c, kRootIno, "y"), d2);  // c reads a's copy of y
-  close("a");
-  EXPECT_EQ(b.retire_node("a", false, 30).status().code(), busy) << "a's log changed just now";
-  EXPECT_EQ(b.retire_node("nobody", false, 0).status().code(), Status::Code::kNotFound);
-  clock_.advance(31);
-  auto r = b.retire_node("a", false, 30);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->files_copied, 2u);
-  EXPECT_EQ(r->bytes_copied, d1.size() + d2.size());
-  EXPECT_EQ(r->files_kept, 1u) << "b's own 'mine'";
-  EXPECT_EQ(r->files_lost, 0u);
-  EXPECT_GE(r->segments_deleted, 1u);
-  EXPECT_EQ(seg_of("a"), "") << "no segment of a is left";
-  EXPECT_EQ(get(b, b.lookup(kRootIno, "m")->ino, "x"), d1);
-  EXPECT_EQ(get(b, kRootIno, "y"), d2);
-  EXPECT_EQ(get(b, kRootIno, "mine"), "b's");
-  // b's own files now: in its index, under its cap, and read by the others.
-  close("b");
-  BlockStore& b2 = node("b");
-  EXPECT_EQ(get(b2, kRootIno, "y"), d2);
-  EXPECT_GE(b2.stats().files, 3u);
-  ASSERT_TRUE(c.poll_peers().ok());
-  EXPECT_EQ(get(c, kRootIno, "y"), d2) << "c's copy of a's y went; b's is found";
-  EXPECT_EQ(get(c, c.lookup(kRootIno, "m")->ino, "x"), d1);
-  EXPECT_EQ(get(c, kRootIno, "mine"), "b's");
-}
-
-TEST_F(PeerFilesTest, ARetiredNodesDataCanBeDroppedInstead) {
-  put(node("a"), kRootIno, "f", "a's");
-  close("a");
-  BlockStore& b = node("b");
-  ASSERT_EQ(get(b, kRootIno, "f"), "a's");
-  clock_.advance(31);
-  auto r = b.retire_node("a", /*drop=*/true, 30);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->files_copied, 0u);
-  EXPECT_GE(r->segments_deleted, 1u);
-  EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
-  EXPECT_EQ(b.retire_node("b", true, 0).status().code(), Status::Code::kInvalid);
-}
-
 TEST_F(PeerFilesTest, ARestartedNodeSeesWhatPeersWroteMeanwhile) {
   BlockStore& a = node("a");
   node("b");

@@ -143,6 +143,24 @@ PeerStats BlockStore::peer_stats() const {
   return peers_ ? peers_->stats() : PeerStats{};
 }
 
+PeerLog* BlockStore::peer_log() {
+  return peers_ ? &peers_->log() : nullptr;
+}
+
+Result<std::string> BlockStore::peer_owner(uint64_t ino) {
+  auto in = node(ino);
+  if (!in.ok()) return in.status();
+  std::lock_guard g((*in)->mu);
+  return (*in)->peer ? (*in)->peer->node : std::string();
+}
+
+Status BlockStore::set_lru_time(uint64_t ino, int64_t ns) {
+  auto in = node(ino);
+  if (!in.ok()) return in.status();
+  (*in)->touch(ns);
+  return Status::OK();
+}
+
 const std::string& BlockStore::node_id() const {
   return segs_->node();
 }
@@ -169,8 +187,8 @@ StoreConfig BlockStore::live_config() const {
   StoreConfig c = cfg_;
   c.ram_size = ram_->capacity();
   c.capacity = capacity();
-  c.evict_grace_s = evict_grace();
-  c.io_timeout_s = io_timeout();
+  c.evict_grace_s = evictor_->grace_s();
+  c.io_timeout_s = io_->timeout();
   c.prefetch_bytes = prefetch_->budget();
   c.segment_readahead = windows_->readahead();
   c.node_id = node_id();
@@ -236,17 +254,10 @@ Status BlockStore::reconfigure(const StoreConfig& next) {
   return Status::OK();
 }
 
-double BlockStore::io_timeout() const {
-  return io_->timeout();
-}
-
 BackingIoStats BlockStore::backing_io_stats() const {
   return io_->stats();
 }
 
-double BlockStore::evict_grace() const {
-  return evictor_->grace_s();
-}
 uint64_t BlockStore::capacity() const {
   return budget_->capacity();
 }
