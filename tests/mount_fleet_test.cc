@@ -107,7 +107,9 @@ TEST_F(FleetTest, SixteenNodesSeeEachOtherAndSurviveAKillAStallAndARetirement) {
   ASSERT_TRUE(write_file(node(3).path("n03-late"), content("n03-late", 3 << 20)));
   node(3).kill9();
   for (int i = 1; i <= kNodes; ++i)
-    if (i != 3) EXPECT_EQ(sees(i, 15), "");
+    if (i != 3) {
+      EXPECT_EQ(sees(i, 15), "");
+    }
   put(7, "n07-while-n03-down", 300 * kKiB);
   flush(7);
   ASSERT_TRUE(mount(3));
@@ -141,7 +143,9 @@ TEST_F(FleetTest, SixteenNodesSeeEachOtherAndSurviveAKillAStallAndARetirement) {
   ASSERT_FALSE(j.is_discarded()) << r.output;
   EXPECT_EQ(j["files_copied"].get<uint64_t>(), 2u) << r.output;
   for (int i = 1; i <= kNodes; ++i)
-    if (i != 15) EXPECT_EQ(sees(i, 15), "");
+    if (i != 15) {
+      EXPECT_EQ(sees(i, 15), "");
+    }
   RunResult ns = run_admin({"nodes", backing_, "--json"});
   ASSERT_EQ(ns.exit_code, 0) << ns.output;
   const auto nj = nlohmann::json::parse(ns.output, nullptr, false);
@@ -149,7 +153,9 @@ TEST_F(FleetTest, SixteenNodesSeeEachOtherAndSurviveAKillAStallAndARetirement) {
   int listed = 0;
   for (const auto& n : nj["nodes"]) {
     ++listed;
-    if (n["node"] == "n15") EXPECT_EQ(n["segments"].get<uint64_t>(), 0u) << ns.output;
+    if (n["node"] == "n15") {
+      EXPECT_EQ(n["segments"].get<uint64_t>(), 0u) << ns.output;
+    }
   }
   EXPECT_GE(listed, kNodes - 1) << ns.output;
 }
