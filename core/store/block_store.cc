@@ -17,6 +17,7 @@
 #include "core/flush/flusher.h"
 #include "core/flush/meta_journal.h"
 #include "core/index/index.h"
+#include "core/load/store_load.h"
 #include "core/peers/peer_imports.h"
 #include "core/recovery/recovery.h"
 #include "core/segments/segment_store.h"
@@ -75,7 +76,12 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   s->seqs_ = std::make_unique<SeqCounter>();
   s->journal_ = std::make_unique<MetaJournal>(cfg.read_only, s->seqs_.get());
   s->ns_ = std::make_unique<Namespace>(s->journal_.get(), s->clock_);
-  KVFS_RETURN_IF_ERROR(s->load());
+  auto loaded = load_store(
+      LoadParts{&s->cfg_, s->segs_.get(), s->ns_.get(), s->journal_.get(), s->seqs_.get()});
+  if (!loaded.ok()) return loaded.status();
+  s->index_ = std::move(loaded->index);
+  s->rebuilt_ = loaded->rebuilt;
+  s->catch_up_ = loaded->catch_up;
   // The flushers and the evictor are wired once the index is the one to use
   // (load may rebuild it); journal entries made before wait in the journal.
   s->flusher_ = std::make_unique<Flusher>(Flusher::Parts{
