@@ -84,8 +84,8 @@ o = [f"# A fleet over one shared dir (backing: {backing})", "",
      + (f" (route {mrqa[ns[0]].get('fleet_route', 'rr')}," if ns else " (")
      + (f" a user's rounds at least {mrqa[ns[0]].get('user_gap_s', 0)} s apart)." if ns else ")."),
      "Server requests per second as the emulator counts them.", "",
-     "| N | idle, empty dir: req/s | idle after the replay: req/s (by kind) | during the replay: req/s | of which peer passes (est.) | segments in the dir |",
-     "|---|---|---|---|---|---|"]
+     "| N | idle, empty dir: req/s | idle after the replay: req/s (by kind) | idle, settled: req/s | during the replay: req/s | of which peer passes (est.) | segments in the dir |",
+     "|---|---|---|---|---|---|---|"]
 for n in ns:
     i0, i1, rp = rate(n, "idle0", "idle1"), rate(n, "after0", "after1"), rate(n, "replay0", "replay1")
     pa = peer(n, "after0", "after1")
@@ -93,11 +93,13 @@ for n in ns:
         continue
     ps = peer_share(n)
     pss = f"{ps:.0f} ({ps / rp['total']:.2f})" if ps is not None and rp["total"] else "-"
-    o.append(f"| {n} | {i0['total']:.0f} | {i1['total']:.0f} ({kinds(i1)}) | {rp['total']:.0f} | "
+    st = rate(n, "settled0", "settled1")
+    sts = f"{st['total']:.0f}" if st else "-"
+    o.append(f"| {n} | {i0['total']:.0f} | {i1['total']:.0f} ({kinds(i1)}) | {sts} | {rp['total']:.0f} | "
              f"{pss} | {pa['segs']} |")
 plain = rate(0, "replay0", "replay1")
 if plain and 0 in mrqa:
-    o.append(f"| shared-plain | - | - | {plain['total']:.0f} | - | - |")
+    o.append(f"| shared-plain | - | - | - | {plain['total']:.0f} | - | - |")
 
 o += ["", "Peer passes (the idle window after the replay, all nodes), the replay, "
       "visibility (close on n01 to a bit-exact read on the last node) and memory:", "",

@@ -13,6 +13,9 @@
 #               user's rounds to one node, as a prefix-aware router), a
 #               user's rounds at least FLEET_USER_GAP s apart
 #   idle-after  the idle cost again, with the dir as the replay left it
+#   settled     the same FLEET_SETTLE s later (35: the flushers seal an
+#               idle node's segments after 30 s, and peers leave sealed
+#               ones alone)
 #   visibility  close on n01 to a bit-exact read on nN (kvfs-bench visibility)
 # and once the same replay by clients writing straight into the emulated dir
 # (shared-plain). Per node: its RSS and peak RSS, its peer passes (count,
@@ -25,10 +28,10 @@
 #   sudo bench/run_fleet.sh [BUILD_DIR]
 #
 # Knobs: EMU (lan-nfs), FLEET_NODES ("1 2 4 8 16"), FLEET_ROUTE (rr),
-# FLEET_IDLE (10 s), FLEET_L (1000 context tokens), FLEET_TIME (120 virtual
-# s), FLEET_USERS (15), FLEET_ROUNDS (20), FLEET_CONCURRENCY (4),
-# FLEET_CHUNK_BYTES (524288), FLEET_USER_GAP (1), FLEET_RAM (64M per node),
-# FLEET_CAPACITY (2G per node), FLEET_VIS_FILES (40), WORK
+# FLEET_IDLE (10 s), FLEET_SETTLE (35 s; 0: none), FLEET_L (1000 context
+# tokens), FLEET_TIME (120 virtual s), FLEET_USERS (15), FLEET_ROUNDS (20),
+# FLEET_CONCURRENCY (4), FLEET_CHUNK_BYTES (524288), FLEET_USER_GAP (1),
+# FLEET_RAM (64M per node), FLEET_CAPACITY (2G per node), FLEET_VIS_FILES (40), WORK
 # (/var/tmp/kvfs-fleet), OUT, KVFS_OPTS (extra -o options for every node).
 set -euo pipefail
 
@@ -43,6 +46,7 @@ OUT=${OUT:-$here/bench/results}
 NODES=${FLEET_NODES:-"1 2 4 8 16"}
 ROUTE=${FLEET_ROUTE:-rr}
 IDLE=${FLEET_IDLE:-10}
+SETTLE=${FLEET_SETTLE:-35}
 L=${FLEET_L:-1000}
 VTIME=${FLEET_TIME:-120}
 USERS=${FLEET_USERS:-15}
@@ -147,6 +151,15 @@ for n in $NODES; do
   sleep "$IDLE"
   emu_line "$n" after1
   node_lines "$n" after1
+  if ((SETTLE > 0)); then
+    log "N=$n: idle ${IDLE} s once settled (${SETTLE} s later)"
+    sleep "$SETTLE"
+    emu_line "$n" settled0
+    node_lines "$n" settled0
+    sleep "$IDLE"
+    emu_line "$n" settled1
+    node_lines "$n" settled1
+  fi
   if ((n > 1)); then
     log "N=$n: visibility n01 -> $(node_name "$n")"
     "$BENCH" visibility "$KMNT" --peer-dir "$(node_mnt "$n")" --files "$VIS_FILES" \
