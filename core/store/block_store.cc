@@ -98,6 +98,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
       Prefetcher::Parts{s->data_.get(), s->ram_.get(), &s->reclaim_mu_, &s->forgetting_},
       cfg.prefetch_bytes);
   s->prefetch_->start(cfg.prefetch_threads);
+  s->reader_ = std::make_unique<BlockReader>(BlockReader::Parts{s->data_.get(), s->ram_.get(),
+                                                                s->held_.get(), s->prefetch_.get(),
+                                                                &s->reclaim_mu_, s->clock_});
   s->journal_->attach(s->flusher_.get());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });

@@ -60,15 +60,16 @@ StoreStats BlockStore::stats() {
   st.dropped_files = dropped_files_.load();
   st.queued = flusher_->queued();
   st.capacity = budget_->capacity();
-  st.ram_block_hits = ram_block_hits_.load();
+  const BlockReader::Stats rs = reader_->stats();
+  st.ram_block_hits = rs.ram_block_hits;
   st.negative_lookups = negative_lookups_.load();
   st.file_lookups = file_lookups_.load();
-  st.ram_hit_bytes = ram_hit_bytes_.load();
+  st.ram_hit_bytes = rs.ram_hit_bytes;
   st.held_block_hits = held_->hits();
   st.held_bytes = held_->bytes();
-  st.ram_miss_bytes = ram_miss_bytes_.load();
+  st.ram_miss_bytes = rs.ram_miss_bytes;
   st.peer_lookups = peer_lookups_.load();
-  st.peer_read_bytes = peer_read_bytes_.load();
+  st.peer_read_bytes = rs.peer_read_bytes;
   if (peers_) {
     const PeerImports::Counters c = peers_->counters();
     st.peer_imports = c.imports;

@@ -2,7 +2,7 @@
 // BlockStore's file operations: create, open, read, write, truncate, fsync,
 // release. Each checks the request, takes the inode's lock and leaves the
 // block slots to FileData (file_data.h), the queueing to the Flusher and
-// cold bytes to FileData::read_block, which runs with no inode lock held.
+// reads to the BlockReader (block_reader.h).
 #include <fcntl.h>
 
 #include <algorithm>
@@ -15,21 +15,6 @@
 #include "core/util/log.h"
 
 namespace kvfs {
-namespace {
-
-// How far a cold read reads ahead of itself: 32 MiB, about one KV chunk.
-constexpr uint32_t kReadAheadBlocks = 32;
-
-const char* zero_page() {
-  static char* z = [] {
-    char* p = static_cast<char*>(std::aligned_alloc(kAlign, kBlockSize));
-    std::memset(p, 0, kBlockSize);
-    return p;
-  }();
-  return z;
-}
-
-}  // namespace
 
 Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uint32_t mode,
                                      int flags, const Caller& c, Attr* attr) {
@@ -173,101 +158,10 @@ void BlockStore::drop_file(const InodeRef& in, const Status& why) {
 }
 
 Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out) {
-  Inode& in = *f->in;
-  struct Piece {
-    ConstBufRef ref;
-    uint32_t idx, from, to, valid;
-    Extent miss;
-    ExtentKey key;  // of the extent read (RAM or backing); seg 0: none
-    bool held = false;
-  };
-  std::vector<Piece> pieces;
-  std::shared_lock rl(reclaim_mu_);  // the extents chosen below stay readable
-  {
-    std::lock_guard g(in.mu);
-    if (off >= in.size || size == 0) return Status::OK();
-    const uint64_t end = std::min<uint64_t>(off + size, in.size);
-    for (uint64_t b = off / kBlockSize; b * kBlockSize < end; ++b) {
-      const uint64_t base = b * kBlockSize;
-      Piece p{nullptr,
-              uint32_t(b),
-              uint32_t(std::max(off, base) - base),
-              uint32_t(std::min(end, base + kBlockSize) - base),
-              0,
-              Extent{},
-              ExtentKey{},
-              false};
-      FileData::Source src = FileData::source_locked(in, uint32_t(b));
-      p.valid = src.len;
-      if (src.dirty) {
-        p.ref = std::move(src.dirty);
-      } else if (src.ext.valid()) {
-        p.key = ExtentKey{src.ext.seg, src.ext.off};
-        if ((p.ref = held_->find_locked(f->held, p.key))) {
-          p.held = true;  // the rest of a block this load read part of: the same use of it
-        } else {
-          p.ref = ram_->lookup(p.key);
-          if (!p.ref) p.miss = src.ext;
-        }
-      }
-      pieces.push_back(std::move(p));
-    }
-    const int64_t t = clock_->now_ns();
-    in.touch(t);
-    // relatime: enough for "last read" without a write per read.
-    if (!f->noatime && (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000)) {
-      in.atime_ns = t;
-      in.atime_dirty = !in.peer;  // a peer's file is never written here
-    }
-  }
-  uint64_t ram_hits = 0;
-  for (Piece& p : pieces) ram_hits += p.ref != nullptr;
-  if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
-  // A cold read: read the next blocks of the file ahead, on the
-  // prefetcher's threads, while this one reads what the client asked for
-  // (a window, so that a long sequential read does not scan the whole file
-  // at every miss).
-  uint32_t last_miss = 0;
-  bool any_miss = false;
-  for (Piece& p : pieces)
-    if (p.miss.valid()) last_miss = p.idx, any_miss = true;
-  if (any_miss) prefetch_->want(f->in, last_miss + 1, kReadAheadBlocks);
-  for (Piece& p : pieces) {
-    if (!p.miss.valid()) continue;
-    prefetch_->taken(ExtentKey{p.miss.seg, p.miss.off});
-    Status st = data_->read_block(in.ino, p.idx, p.miss, &p.ref);
-    if (!st.ok()) {
-      if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);
-      return Status::IOError(st.message());
-    }
-  }
-  // A block read only in part: its open holds it for the rest (the last
-  // such piece; a read of whole blocks holds nothing).
-  for (auto p = pieces.rbegin(); p != pieces.rend(); ++p) {
-    if (p->held || !p->ref || p->key.seg == 0 || (p->from == 0 && p->to >= p->valid)) continue;
-    std::lock_guard g(in.mu);
-    held_->hold_locked(&f->held, p->key, p->ref);
-    break;
-  }
-  out->refs.reserve(pieces.size());
-  uint64_t hit_bytes = 0, miss_bytes = 0;
-  for (Piece& p : pieces) {
-    const uint32_t data_end = std::min(p.to, std::max(p.valid, p.from));
-    if (p.ref && data_end > p.from) {
-      out->iov.push_back({const_cast<char*>(p.ref->data()) + p.from, size_t(data_end - p.from)});
-      out->refs.push_back(std::move(p.ref));
-      // Bytes handed to the reader, by where they were: the same unit for
-      // hits and misses (block counts would weigh a 4 KiB read like 1 MiB).
-      (p.miss.valid() ? miss_bytes : hit_bytes) += data_end - p.from;
-    }
-    const uint32_t zfrom = std::max(p.from, data_end);
-    if (p.to > zfrom) out->iov.push_back({const_cast<char*>(zero_page()), size_t(p.to - zfrom)});
-    out->bytes += p.to - p.from;
-  }
-  if (hit_bytes) ram_hit_bytes_.fetch_add(hit_bytes, std::memory_order_relaxed);
-  if (miss_bytes) ram_miss_bytes_.fetch_add(miss_bytes, std::memory_order_relaxed);
-  if (in.peer) peer_read_bytes_.fetch_add(out->bytes, std::memory_order_relaxed);
-  return Status::OK();
+  Status st = reader_->read(f, off, size, out);
+  if (st.ok()) return st;
+  if (st.code() == Status::Code::kCorruption) drop_file(f->in, st);
+  return Status::IOError(st.message());
 }
 
 Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
