@@ -29,7 +29,7 @@ TEST(RamTier, HitsMissesAndCap) {
   EXPECT_EQ(st.evictions, 12u);
 }
 
-// A client's read of a block not in RAM, as BlockStore::read does it.
+// A client's read of a block not in RAM, as BlockReader::read does it.
 bool read(RamTier& t, const ExtentKey& k) {
   if (t.lookup(k)) return true;
   t.insert(k, block(), RamTier::Admit::kRead);
