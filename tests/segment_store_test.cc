@@ -266,6 +266,24 @@ TEST_F(SegmentStoreTest, AMountSealsTheNewestSegmentsACrashLeftOpen) {
     EXPECT_EQ(layout::segment_sealed(mode_of(paths[i])), i >= 4) << paths[i];
 }
 
+TEST_F(SegmentStoreTest, AReadOnlyMountSealsNothing) {
+  std::string path;
+  {
+    auto w = store_->new_writer();
+    ASSERT_TRUE(w.ok());
+    write_file(**w, 1, {block(4096, 'a')}, 4096);
+    ASSERT_TRUE((*w)->sync().ok());
+  }
+  path = store_->list().at(0).path;
+  ASSERT_EQ(::chmod(path.c_str(), layout::kSegmentMode), 0);  // as a crash leaves it
+  store_.reset();
+  StoreConfig ro = cfg_;
+  ro.read_only = true;
+  auto again = SegmentStore::Open(ro);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(layout::segment_sealed(mode_of(path)));
+}
+
 TEST_F(SegmentStoreTest, ASecondOwnerIsRefusedAndAReopenListsTheSegments) {
   StoreConfig impatient = cfg_;
   impatient.lock_wait_s = 0;  // not mounted anywhere: it would wait for the holder to exit

@@ -343,7 +343,9 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
   // appends to one again (a writer always starts a new segment), so they are
   // sealed now for the peers' sake (disk_layout.h). Only the newest few,
   // which are where a crash leaves them; older ones a peer checks in turn,
-  // and sealing thousands would cost a mount that many round trips.
+  // and sealing thousands would cost a mount that many round trips. A
+  // read-only mount changes nothing.
+  if (cfg.read_only) unsealed.clear();
   std::sort(unsealed.begin(), unsealed.end());
   for (size_t i = unsealed.size() > kSealAtMount ? unsealed.size() - kSealAtMount : 0;
        i < unsealed.size(); ++i) {
