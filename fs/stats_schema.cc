@@ -281,8 +281,8 @@ const Def kDefs[] = {
    "kvfs_peer_log_listings_total", "",
    [](const Snapshot& s) { return U(s.store.peers.listings); }},
   {"/peers/segment_opens", C, N,
-   "Other nodes' segment files the passes opened (each an open, a stat and reads at the "
-   "backing dir's server).",
+   "Other nodes' segment files the passes opened (each an open and reads at the backing dir's "
+   "server, and a stat unless the node's head said where its records end).",
    "kvfs_peer_log_segment_opens_total", "",
    [](const Snapshot& s) { return U(s.store.peers.segment_opens); }},
   {"/peers/head_listings", C, N,

@@ -179,9 +179,10 @@ Status PeerLog::poll(Pass kind) {
   // segments their nodes deleted; and on a full pass.
   bool listing = kind == Pass::kFull || missing;
   if (heads_moved_ && pass_no >= listed_pass_ + kListEvery) listing = true;
-  // Peers without heads, or none known yet; and now and then a node that
-  // joined without a head while the others' heads rest.
-  if (look_all && (heads_.empty() || pass_no >= listed_pass_ + 4 * kStaleEvery)) listing = true;
+  // Peers without heads, or none known yet; and now and then (every
+  // kDiscoverEvery passes, a minute) a node that joined without a head
+  // while the others' heads rest.
+  if (look_all && (heads_.empty() || pass_no >= listed_pass_ + kDiscoverEvery)) listing = true;
   for (auto& [k, sg] : seg_table_)
     listing |= sg.listed && !head_of(k.first) && !node_rests(k.first);
   for (auto& [node, h] : heads_) {
@@ -268,6 +269,7 @@ Status PeerLog::poll(Pass kind) {
       active[k.first] = true;
       continue;
     }
+    uint64_t end = 0;  // where its records end, by its node's head (0: look)
     if (const layout::NodeHead* h = head_of(k.first)) {
       // By the head: a segment it names whose end is not where this node
       // stopped, one that left it (closed since: once more, to the end),
@@ -276,13 +278,20 @@ Status PeerLog::poll(Pass kind) {
       auto o = std::find_if(h->open.begin(), h->open.end(),
                             [&](const auto& p) { return p.first == k.second; });
       const bool named = o != h->open.end();
-      bool look = !s.read || (named && (o->second > s.pos || s.partial || stale_look)) ||
+      // An end the last read by the head could not reach (a damaged or cut
+      // segment) is not tried again until the end moves or a look past it.
+      const bool moved_on = named && o->second > s.pos && o->second != s.short_of;
+      bool look = !s.read || (named && (moved_on || s.partial || stale_look)) ||
                   (!named && s.in_head) || (!named && !s.sealed && old_turn.count(k));
       s.in_head = named;
       if (!look) {
         active.try_emplace(k.first, false);
         continue;
       }
+      // By the head's end while it moves on; a full look (the file's size,
+      // seal and tail) when the head was looked past, or the segment is new
+      // or left it.
+      if (named && s.read && !stale_look && !s.partial) end = o->second;
     } else {
       s.in_head = false;
       // New in the listing, or grown at the last look: read now, and its
@@ -297,9 +306,10 @@ Status PeerLog::poll(Pass kind) {
     }
     auto out = std::make_shared<ScanOut>();
     ++opens;
-    Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {
-      return scan_peer_segment(path, id, pos, out.get());
-    });
+    Status st =
+        io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, end, out] {
+          return scan_peer_segment(path, id, pos, end, out.get());
+        });
     if (!st.ok()) {
       failed.insert(k.first);
       active[k.first] = true;
@@ -315,10 +325,11 @@ Status PeerLog::poll(Pass kind) {
     // Grown, or new records inside the size it was preallocated to: reads
     // open it again too (close-to-open), so they see what was appended.
     s.read = true;
-    s.grew = out->size != s.size || out->valid != s.pos;
+    s.short_of = end && out->valid < end ? end : 0;
+    s.grew = (!end && out->size != s.size) || out->valid != s.pos;
     active[k.first] |= s.grew || out->partial;
     if (s.grew) segs_->reopen_foreign(s.alias);
-    s.size = out->size;
+    if (!end) s.size = out->size;  // a read by the head leaves the file's size as last seen
     s.pos = out->valid;
     s.sealed = out->sealed;
     s.partial = out->partial && !out->sealed;  // a sealed tail never completes

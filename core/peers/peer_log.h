@@ -186,8 +186,9 @@ class PeerLog {
     bool grew = true;      // its size changed at the last look (or it is new)
     bool sealed = false;   // and read to its end: never opened again
     bool listed = false;
-    bool read = false;     // opened at least once
-    bool in_head = false;  // its node's head named it at the last look
+    bool read = false;      // opened at least once
+    bool in_head = false;   // its node's head named it at the last look
+    uint64_t short_of = 0;  // a read up to this head end stopped short of it
   };
   struct View {
     std::unordered_map<uint64_t, InodeSnapshot> inodes;  // newest snapshot per inode
@@ -218,7 +219,7 @@ class PeerLog {
   static constexpr size_t kOldCycle = 25, kOldPerPass = 4;
   static constexpr uint32_t kQuietPasses = 5;
   static constexpr uint64_t kRestEvery = 5;
-  static constexpr uint64_t kListEvery = 25, kStaleEvery = 25;
+  static constexpr uint64_t kListEvery = 25, kStaleEvery = 150, kDiscoverEvery = 300;
   static constexpr std::chrono::seconds kMaxPause{5};
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_

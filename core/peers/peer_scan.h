@@ -30,8 +30,11 @@ struct ScanOut {
 };
 
 // Opens path (close-to-open), reads the complete records from pos on (all
-// of them if the file is shorter than pos: cut short by hand).
-Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, ScanOut* out);
+// of them if the file is shorter than pos: cut short by hand). end (0: not
+// known): where its owner's head says its complete records end; then the
+// scan stops there, and the file's size, seal and tail are not looked at.
+Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, uint64_t end,
+                         ScanOut* out);
 // The segment file names in dir.
 Status list_segments(const std::string& dir, std::vector<std::string>* names);
 // Every node's newest head in dir (disk_layout.h, NodeHead), by node; an
