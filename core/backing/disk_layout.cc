@@ -14,6 +14,32 @@ std::string join(const std::string& dir, const char* name) {
   return dir + "/" + name;
 }
 
+constexpr std::string_view kAllOpen = "all";
+constexpr size_t kNameMax = 255;
+
+std::string hex(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof(b), "%" PRIx64, v);
+  return b;
+}
+
+// Lower-case hex of at most 16 digits, nothing else.
+std::optional<uint64_t> parse_hex(std::string_view s) {
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      return std::nullopt;
+    v = v << 4 | uint64_t(d);
+  }
+  return v;
+}
+
 }  // namespace
 
 std::string super_path(const std::string& backing) {
@@ -77,20 +103,9 @@ std::optional<SegmentFileName> parse_segment_name(std::string_view name) {
   if (name.size() <= tail || name.substr(name.size() - suffix.size()) != suffix ||
       name[name.size() - tail] != '-')
     return std::nullopt;
-  const std::string_view hex = name.substr(name.size() - tail + 1, kIdDigits);
-  uint64_t id = 0;
-  for (char c : hex) {
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else
-      return std::nullopt;
-    id = id << 4 | uint64_t(d);
-  }
-  if (id == 0) return std::nullopt;
-  return SegmentFileName{std::string(name.substr(0, name.size() - tail)), id};
+  const auto id = parse_hex(name.substr(name.size() - tail + 1, kIdDigits));
+  if (!id || *id == 0) return std::nullopt;
+  return SegmentFileName{std::string(name.substr(0, name.size() - tail)), *id};
 }
 
 namespace {
@@ -107,36 +122,6 @@ std::optional<SegmentFileName> parse_retired_segment_name(std::string_view name)
     return std::nullopt;
   return parse_segment_name(name.substr(0, name.size() - kRetiredSuffix.size()));
 }
-
-namespace {
-
-constexpr std::string_view kAllOpen = "all";
-constexpr size_t kNameMax = 255;
-
-std::string hex(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof(b), "%" PRIx64, v);
-  return b;
-}
-
-// Lower-case hex of at most 16 digits, nothing else.
-std::optional<uint64_t> parse_hex(std::string_view s) {
-  if (s.empty() || s.size() > 16) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else
-      return std::nullopt;
-    v = v << 4 | uint64_t(d);
-  }
-  return v;
-}
-
-}  // namespace
 
 std::string head_name(const NodeHead& h) {
   std::string n = h.node + "." + hex(h.gen) + "." + hex(h.last_id);
