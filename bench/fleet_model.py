@@ -15,7 +15,7 @@ CLOSE: --requests-per-open, measured by bench/run_fleet.sh): of its
 flushers' open segments, --open-segments (flush_threads, 4 on NFS), the
 share --moved (1: every flusher of every writing peer syncs a batch every
 pass, the worst case). segments/ (READDIRs for every node's segment names)
-is listed at most every 25 passes (5 s) while heads move. Each node renames its own
+is listed at most every 10 passes (2 s) while heads move. Each node renames its own
 head once per synced batch: --open-segments x --moved per pass. Sealed
 segments are never opened again. A quiet peer (nothing new for five
 passes) rests, and while all peers rest heads/ is listed every fifth pass.
@@ -43,7 +43,7 @@ ap.add_argument("--no-heads", action="store_true")
 ap.add_argument("--unsealed", action="store_true")
 a = ap.parse_args()
 
-HOT, OLD_CYCLE, OLD_PER_PASS, REST_EVERY, LIST_EVERY = 8, 25, 4, 5, 25
+HOT, OLD_CYCLE, OLD_PER_PASS, REST_EVERY, LIST_EVERY = 8, 25, 4, 5, 10
 heads = not (a.no_heads or a.unsealed)
 print(f"{a.data_tb:g} TB in {a.segment_mib:g} MiB segments, peer_poll {a.poll} s, "
       f"{a.entries_per_readdir:g} names per READDIR, {a.requests_per_open} requests per open, "

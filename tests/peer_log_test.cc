@@ -8,8 +8,10 @@
 // followed from the segment listing as before heads.
 #include "core/peers/peer_log.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -221,6 +223,59 @@ TEST_F(PeerLogTest, ASealedSegmentIsReadOnceAndNeverOpenedAgain) {
   EXPECT_EQ(passes(1, PeerLog::Pass::kFull).segment_opens, unsealed);
   EXPECT_EQ(passes(10, PeerLog::Pass::kFull).segment_opens, 0u);
   EXPECT_TRUE(b.find("small2").has_value());
+}
+
+// A segment leaves a's head when a closes it; b's one look at it (to its
+// end) fails: it is tried again at the next pass, not given up.
+TEST_F(PeerLogTest, AFailedLastReadOfASegmentThatLeftTheHeadIsTriedAgain) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  ASSERT_TRUE(b.find("f1").has_value());
+  put(a, kRootIno, "f2", "two");
+  const std::set<std::string> segs = segments_of("a");
+  close("a");  // every writer closes: out of a's head
+  const std::string dir = layout::segment_dir(root_ + "/backing");
+  for (const std::string& n : segs) {  // a symlink loop: the open fails (ELOOP)
+    ASSERT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
+    ASSERT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
+  }
+  EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
+  for (const std::string& n : segs) {
+    ASSERT_EQ(::unlink((dir + "/" + n).c_str()), 0);
+    ASSERT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
+  }
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+  EXPECT_TRUE(b.find("f2").has_value());
+}
+
+// A head that stopped moving (its node's renames fail, or it went back to a
+// kvfs without heads) while the node writes on: the listing shows a segment
+// newer than the head knows, and the node is followed without it.
+TEST_F(PeerLogTest, AStaleHeadIsNoticedAndItsNodeFollowedWithoutIt) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  layout::NodeHead frozen = head_of("a");
+  close("a");
+  BlockStore& again = node("a");  // new segments from here on
+  // The old head outranks the live one, as if every rename since failed.
+  frozen.gen = head_of("a").gen + 1000;
+  const std::string hd = layout::head_dir(root_ + "/backing");
+  ::close(::open((hd + "/" + layout::head_name(frozen)).c_str(), O_CREAT | O_WRONLY, 0644));
+  put(again, kRootIno, "f2", "f2");
+  // A listing shows a segment newer than the head says; the head does not
+  // move for ten passes: stale, and a is followed from the listing.
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(b.poll(PeerLog::Pass::kFull).ok());
+  EXPECT_TRUE(b.find("f2").has_value());
+  for (int i = 3; i < 6; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    put(again, kRootIno, name, name);
+    ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+    EXPECT_TRUE(b.find(name).has_value()) << name;
+  }
 }
 
 TEST_F(PeerLogTest, OldUnsealedSegmentsAreCheckedAFewAPassInTurn) {

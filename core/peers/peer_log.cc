@@ -135,6 +135,9 @@ Status PeerLog::poll(Pass kind) {
     auto q = quiet_.find(node);
     return q != quiet_.end() && q->second >= kQuietPasses;
   };
+  // This node's own head, if a rename of it was held back or failed
+  // (head_publisher.h): the passes are its timer.
+  segs_->publish_pending_head();
   // A read that found a peer's segment gone: list the dir now.
   const bool missing = segs_->take_foreign_missing();
   bool awake = look_all || missing;  // some known peer does not rest
@@ -169,9 +172,17 @@ Status PeerLog::poll(Pass kind) {
   }
   heads_moved_ |= !moved.empty();
   // The peers followed by their head.
+  // A head that names no segment past one the listing showed is stale (its
+  // node's renames fail, or it runs a kvfs without heads now): that node is
+  // followed as if it had none until its head catches up.
   auto head_of = [&](const std::string& node) -> const layout::NodeHead* {
     auto h = heads_.find(node);
-    return h != heads_.end() && h->second.complete ? &h->second : nullptr;
+    if (h == heads_.end() || !h->second.complete) return nullptr;
+    auto st = stale_.find(node);
+    return st != stale_.end() && st->second.gen == h->second.gen &&
+                   pass_no >= st->second.pass + kListEvery
+               ? nullptr
+               : &h->second;
   };
   // 1. The listing: every peer segment there is now. Needed at once for a
   // segment some head names that was never listed, or for a peer without a
@@ -213,10 +224,25 @@ Status PeerLog::poll(Pass kind) {
     }
     s.listed = true;
   };
+  std::map<std::string, uint64_t> newest;  // node -> its newest segment id listed
   for (const std::string& name : *names) {
     auto n = layout::parse_segment_name(name);
-    if (n && n->node != own_) add(n->node, n->id, name);
+    if (!n || n->node == own_) continue;
+    add(n->node, n->id, name);
+    uint64_t& m = newest[n->node];
+    m = std::max(m, n->id);
   }
+  // A listed segment newer than its node's head says: a new segment whose
+  // first sync has not been published yet, or a head that stopped. Stale
+  // once that head has not moved for kListEvery passes (head_of above).
+  if (listing)
+    for (auto& [node, h] : heads_) {
+      auto m = newest.find(node);
+      if (m == newest.end() || m->second <= h.last_id)
+        stale_.erase(node);
+      else if (auto st = stale_.find(node); st == stale_.end() || st->second.gen != h.gen)
+        stale_[node] = {h.gen, pass_no};
+    }
   // What a head names exists (it is named after its sync), listed or not
   // (a listing that lags the head on some clients).
   for (auto& [node, h] : heads_)
@@ -269,7 +295,8 @@ Status PeerLog::poll(Pass kind) {
       active[k.first] = true;
       continue;
     }
-    uint64_t end = 0;  // where its records end, by its node's head (0: look)
+    uint64_t end = 0;    // where its records end, by its node's head (0: look)
+    bool named = false;  // its node's head names it now
     if (const layout::NodeHead* h = head_of(k.first)) {
       // By the head: a segment it names whose end is not where this node
       // stopped, one that left it (closed since: once more, to the end),
@@ -277,23 +304,26 @@ Status PeerLog::poll(Pass kind) {
       // turn.
       auto o = std::find_if(h->open.begin(), h->open.end(),
                             [&](const auto& p) { return p.first == k.second; });
-      const bool named = o != h->open.end();
+      named = o != h->open.end();
       // An end the last read by the head could not reach (a damaged or cut
       // segment) is not tried again until the end moves or a look past it.
       const bool moved_on = named && o->second > s.pos && o->second != s.short_of;
       bool look = !s.read || (named && (moved_on || s.partial || stale_look)) ||
                   (!named && s.in_head) || (!named && !s.sealed && old_turn.count(k));
-      s.in_head = named;
       if (!look) {
         active.try_emplace(k.first, false);
         continue;
       }
+      // in_head changes only once the read succeeds: the last read of a
+      // segment that left the head is tried again until it is done.
       // By the head's end while it moves on; a full look (the file's size,
       // seal and tail) when the head was looked past, or the segment is new
       // or left it.
       if (named && s.read && !stale_look && !s.partial) end = o->second;
     } else {
-      s.in_head = false;
+      // (in_head kept: a node whose head is stale for a while reads by its
+      // head again once it catches up, and owes the segments that left it
+      // their last read.)
       // New in the listing, or grown at the last look: read now, and its
       // node is active.
       if (s.sealed) {  // its last look counted what it brought; nothing new since
@@ -319,12 +349,13 @@ Status PeerLog::poll(Pass kind) {
     if (out->gone) {
       gone.push_back(k);
       active[k.first] = true;
-      if (s.in_head) gone_named_.insert(k);
+      if (named) gone_named_.insert(k);
       continue;
     }
     // Grown, or new records inside the size it was preallocated to: reads
     // open it again too (close-to-open), so they see what was appended.
     s.read = true;
+    s.in_head = named;
     s.short_of = end && out->valid < end ? end : 0;
     s.grew = (!end && out->size != s.size) || out->valid != s.pos;
     active[k.first] |= s.grew || out->partial;

@@ -17,8 +17,11 @@
 // leave the listing), so a pass costs one small
 // listing plus the segments that moved, however many segments the dir
 // holds. A head that stays unchanged is looked past every kStaleEvery
-// passes (a node killed between a sync and its rename). A peer without a
-// head (an older kvfs, or a rename that failed) is followed as before
+// passes (a node killed between a sync and its rename). A head whose
+// newest segment id is older than one the listing shows, and that does
+// not move for kListEvery passes, is stale (its node's renames fail, or it
+// went back to a kvfs without heads). A peer
+// without a head, or with a stale one, is followed as before
 // heads: the listing each pass, its newest unsealed segments reopened
 // (quiet peers less often, see Pass; a sealed segment never again once
 // read; older unsealed ones a few a pass in turn). Headers and entries are checked here, block data
@@ -219,7 +222,7 @@ class PeerLog {
   static constexpr size_t kOldCycle = 25, kOldPerPass = 4;
   static constexpr uint32_t kQuietPasses = 5;
   static constexpr uint64_t kRestEvery = 5;
-  static constexpr uint64_t kListEvery = 25, kStaleEvery = 150, kDiscoverEvery = 300;
+  static constexpr uint64_t kListEvery = 10, kStaleEvery = 150, kDiscoverEvery = 300;
   static constexpr std::chrono::seconds kMaxPause{5};
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
@@ -232,6 +235,12 @@ class PeerLog {
   std::map<std::string, layout::NodeHead> heads_;
   std::map<std::string, uint64_t> listed_for_;
   std::set<std::pair<std::string, uint64_t>> gone_named_;  // found gone while a head named it
+  // node -> the head (gen) a listing found older than the node's newest
+  // segment, and that pass: stale if it has not moved kListEvery passes on.
+  struct Suspect {
+    uint64_t gen = 0, pass = 0;
+  };
+  std::map<std::string, Suspect> stale_;
   uint64_t listed_pass_ = 0;
   bool heads_moved_ = false;
   const std::string head_dir_;

@@ -84,14 +84,17 @@ void HeadPublisher::publish() {
   {
     std::lock_guard l(mu_);
     dirty_ = true;
-    if (busy_) return;  // that thread publishes this change too
+    if (busy_) return;  // that thread publishes this change too, or leaves it pending
     busy_ = true;
   }
-  for (;;) {
+  // A few rounds at most: the caller is a flusher whose batch waits, and
+  // other flushers may keep changing the state. What is left stays pending
+  // for the next publish() or publish_pending().
+  for (int round = 0;; ++round) {
     std::string name;
     {
       std::lock_guard l(mu_);
-      if (!dirty_) {
+      if (!dirty_ || round == kMaxRounds) {
         busy_ = false;
         return;
       }
@@ -112,7 +115,12 @@ void HeadPublisher::publish() {
       if (limit.allow(&held))
         spdlog::warn("publishing this node's head: {} ({} more like it)", s.ToString(), held);
       std::lock_guard l(mu_);
-      busy_ = false;  // the next publish() tries again
+      // Tried again by publish_pending(). The rename may have happened all
+      // the same (a reply lost): the next name gets a newer gen, so that a
+      // peer finding both takes it.
+      ++gen_;
+      dirty_ = true;
+      busy_ = false;
       return;
     }
     std::lock_guard l(mu_);
@@ -120,6 +128,14 @@ void HeadPublisher::publish() {
     current_ = std::move(name);
     ++renames_;
   }
+}
+
+void HeadPublisher::publish_pending() {
+  {
+    std::lock_guard l(mu_);
+    if (!dirty_ || busy_) return;
+  }
+  publish();
 }
 
 uint64_t HeadPublisher::renames() const {

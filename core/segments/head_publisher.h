@@ -9,7 +9,8 @@
 //
 // Thread-safe. Overlapping publish() calls are combined: one thread renames
 // while the others mark the state changed and return; it renames again
-// until what it published is the state it last read. mu_ is never held
+// until what it published is the state it last read, at most kMaxRounds
+// times (then the change waits for publish_pending()). mu_ is never held
 // across a backing call.
 #pragma once
 
@@ -41,10 +42,14 @@ class HeadPublisher {
   // call; peers meanwhile read a head that lags, and look past a head that
   // stays unchanged now and then (peer_log.h).
   void publish();
+  // publish() if a change is pending: one a failed rename left, or one
+  // left after publish()'s last round. Called on a timer (PeerLog's passes).
+  void publish_pending();
   uint64_t renames() const;
 
  private:
   Status rename_to(const std::string& name);
+  static constexpr int kMaxRounds = 3;
 
   const std::string dir_;  // <backing>/heads
   const std::string node_;

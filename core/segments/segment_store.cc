@@ -40,7 +40,6 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     id = next_id_++;
     path = seg_path(id);
     segs_[id] = SegmentInfo{id, 0, 0, true, path};
-    open_.insert(id);
   }
   auto op = track("create of segment " + path);
   int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0);
@@ -54,12 +53,17 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
                    : Status::IOError("create segment " + path + ": " + std::strerror(e));
     std::unique_lock l(mu_);
     segs_.erase(id);
-    open_.erase(id);
     return s;
   }
   if (Status s = sync_dir(dir_); !s.ok()) {
     ::close(fd);
     return s;
+  }
+  {
+    // In the head from now on (its file exists); out of it when the
+    // writer closes (note_closed).
+    std::unique_lock l(mu_);
+    open_.insert(id);
   }
   return std::unique_ptr<SegmentWriter>(new SegmentWriter(this, id, fd));
 }
@@ -82,13 +86,18 @@ layout::NodeHead SegmentStore::head_state() const {
   layout::NodeHead h;
   h.last_id = next_id_ - 1;
   h.open.reserve(open_.size());
-  for (uint64_t id : open_)
-    if (auto it = segs_.find(id); it != segs_.end()) h.open.emplace_back(id, it->second.valid);
+  for (uint64_t id : open_)  // one with nothing complete yet says nothing to a peer
+    if (auto it = segs_.find(id); it != segs_.end() && it->second.valid)
+      h.open.emplace_back(id, it->second.valid);
   return h;
 }
 
 void SegmentStore::publish_head() {
   if (head_) head_->publish();
+}
+
+void SegmentStore::publish_pending_head() {
+  if (head_) head_->publish_pending();
 }
 
 uint64_t SegmentStore::head_renames() const {

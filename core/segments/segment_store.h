@@ -184,6 +184,10 @@ class SegmentStore : public SpaceUsage {
   // This node's head renames so far (head_publisher.h; 0 when it has none:
   // not shared, or read-only).
   uint64_t head_renames() const;
+  // Publishes the head if there is one: after a sync or a close (here),
+  // and on a timer what a failed or held-back rename left (PeerLog).
+  void publish_head();
+  void publish_pending_head();
 
   // Disk usage of all segments, the retired ones included, in bytes.
   uint64_t used_bytes() const override;
@@ -217,8 +221,6 @@ class SegmentStore : public SpaceUsage {
   // For the head: the newest id made, the open segments and their
   // complete records.
   layout::NodeHead head_state() const;
-  // Publishes the head if there is one (after a sync or a close).
-  void publish_head();
 
   std::string dir_;  // <backing>/segments
   std::string node_;
