@@ -171,10 +171,10 @@ Status PeerLog::poll(Pass kind) {
     }
   }
   heads_moved_ |= !moved.empty();
-  // The peers followed by their head.
-  // A head that names no segment past one the listing showed is stale (its
-  // node's renames fail, or it runs a kvfs without heads now): that node is
-  // followed as if it had none until its head catches up.
+  // The peers followed by their head. A head older than a segment a
+  // listing showed, that has not moved for kListEvery passes since, is
+  // stale (its node's renames fail, or it runs a kvfs without heads now):
+  // that node is followed as if it had none until its head catches up.
   auto head_of = [&](const std::string& node) -> const layout::NodeHead* {
     auto h = heads_.find(node);
     if (h == heads_.end() || !h->second.complete) return nullptr;
