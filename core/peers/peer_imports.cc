@@ -75,9 +75,7 @@ Status PeerImports::poll() {
 }
 
 PeerStats PeerImports::stats() const {
-  PeerStats st = log_->stats();
-  st.head_renames = p_.segs->head_renames();  // the other side of what the passes read
-  return st;
+  return log_->stats();
 }
 
 PeerImports::Counters PeerImports::counters() const {
