@@ -267,14 +267,13 @@ TEST_F(SegmentStoreTest, AMountSealsTheNewestSegmentsACrashLeftOpen) {
 }
 
 TEST_F(SegmentStoreTest, AReadOnlyMountSealsNothing) {
-  std::string path;
   {
     auto w = store_->new_writer();
     ASSERT_TRUE(w.ok());
     write_file(**w, 1, {block(4096, 'a')}, 4096);
     ASSERT_TRUE((*w)->sync().ok());
   }
-  path = store_->list().at(0).path;
+  const std::string path = store_->list().at(0).path;
   ASSERT_EQ(::chmod(path.c_str(), layout::kSegmentMode), 0);  // as a crash leaves it
   store_.reset();
   StoreConfig ro = cfg_;
