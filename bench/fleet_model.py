@@ -4,18 +4,23 @@
 
     bench/fleet_model.py [--nodes 16,64] [--data-tb 10] [--segment-mib 256]
         [--entries-per-readdir 200] [--requests-per-open 3.9] [--poll 0.2]
-        [--idle-share 0] [--open-segments 4] [--unsealed]
+        [--idle-share 0] [--open-segments 4] [--moved 1] [--no-heads] [--unsealed]
 
 What one node's follower asks of the server, from core/peers/peer_log.cc: every
-pass (peer_poll seconds, 0.2) one listing of segments/ (an OPENDIR, the
-READDIRs for every node's segments, a RELEASEDIR) and, for each peer, an open
-of each segment it is writing (OPEN, GETATTR, READ of the record past the
-last one read, CLOSE: --requests-per-open, measured by bench/run_fleet.sh):
-its flushers' open segments, --open-segments (flush_threads, 4 on NFS).
-Sealed segments (disk_layout.h) are never opened again. A quiet peer
-(nothing new for five passes) is opened every fifth pass instead, and while
-all peers are quiet the listing waits too; a peer idle for 30 s has sealed
-every segment and costs only its share of the listing.
+pass (peer_poll seconds, 0.2) one listing of heads/ (disk_layout.h: one
+name per node; an OPENDIR, a READDIR per --entries-per-readdir names, a
+RELEASEDIR) and, for each peer, an open of each segment whose end its head
+says moved (OPEN, GETATTR, READ of the records past the last one read,
+CLOSE: --requests-per-open, measured by bench/run_fleet.sh): of its
+flushers' open segments, --open-segments (flush_threads, 4 on NFS), the
+share --moved (1: every flusher of every writing peer syncs a batch every
+pass, the worst case). segments/ (READDIRs for every node's segment names)
+is listed at most every 10 passes (2 s) while heads move. Each node renames its own
+head once per synced batch: --open-segments x --moved per pass. Sealed
+segments are never opened again. A quiet peer (nothing new for five
+passes) rests, and while all peers rest heads/ is listed every fifth pass.
+--no-heads: the follower before heads: segments/ listed every pass and
+every open segment of every writing peer opened every pass.
 --unsealed: a dir written before seals (or on a backing fs that refuses
 chmod): each peer's newest min(8, S) segments every pass and a few older
 ones in turn, each at least every 25 passes, at most four a pass.
@@ -33,14 +38,19 @@ ap.add_argument("--requests-per-open", type=float, default=3.9)
 ap.add_argument("--poll", type=float, default=0.2)
 ap.add_argument("--idle-share", type=float, default=0)
 ap.add_argument("--open-segments", type=float, default=4)
+ap.add_argument("--moved", type=float, default=1)
+ap.add_argument("--no-heads", action="store_true")
 ap.add_argument("--unsealed", action="store_true")
 a = ap.parse_args()
 
-HOT, OLD_CYCLE, OLD_PER_PASS, REST_EVERY = 8, 25, 4, 5
+HOT, OLD_CYCLE, OLD_PER_PASS, REST_EVERY, LIST_EVERY = 8, 25, 4, 5, 10
+heads = not (a.no_heads or a.unsealed)
 print(f"{a.data_tb:g} TB in {a.segment_mib:g} MiB segments, peer_poll {a.poll} s, "
       f"{a.entries_per_readdir:g} names per READDIR, {a.requests_per_open} requests per open, "
       f"{a.idle_share:.0%} of peers quiet, "
-      + ("unsealed segments" if a.unsealed else f"{a.open_segments:g} open segments per node"))
+      + ("unsealed segments, no heads" if a.unsealed else f"{a.open_segments:g} open segments per node")
+      + (f", heads ({a.moved:.0%} of a writing peer's open segments move per pass)" if heads
+         else ", no heads"))
 print()
 print("| N | segments per node | listing req/s | segment opens req/s | "
       "older unsealed in turn req/s | per node req/s | whole fleet req/s |")
@@ -52,7 +62,19 @@ for n in (int(x) for x in a.nodes.split(",")):
     listing = (2 + math.ceil(total / a.entries_per_readdir)) * passes
     if a.idle_share >= 1:
         listing /= REST_EVERY
-    if a.unsealed:
+    if heads:
+        # heads/ every pass, segments/ at most every LIST_EVERY passes while
+        # some head moves, and each node's own renames.
+        seg_listing = listing / LIST_EVERY if a.idle_share < 1 else 0
+        head_listing = (2 + math.ceil(n / a.entries_per_readdir)) * passes
+        if a.idle_share >= 1:
+            head_listing /= REST_EVERY
+        renames = a.open_segments * a.moved * passes if a.idle_share < 1 else 0
+        listing = seg_listing + head_listing + renames
+        active = (n - 1) * (1 - a.idle_share)
+        hot = active * min(a.open_segments, s) * a.moved * a.requests_per_open * passes
+        full = 0
+    elif a.unsealed:
         active = (n - 1) * (1 - a.idle_share) + (n - 1) * a.idle_share / REST_EVERY
         hot = active * min(HOT, s) * a.requests_per_open * passes
         old = min(OLD_PER_PASS, math.ceil(max(0, s - HOT) / OLD_CYCLE))

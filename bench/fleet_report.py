@@ -20,7 +20,7 @@ for r in rows:
         nodes.setdefault((r["nodes"], r["phase"]), []).append(r)
 mrqa = {r["fleet_nodes"]: r for r in rows if r["cmd"] == "mrqa"}
 vis = {r["fleet_nodes"]: r for r in rows if r["cmd"] == "visibility"}
-KINDS = ["open", "read", "getattr", "lookup", "readdir", "write"]
+KINDS = ["open", "read", "getattr", "lookup", "readdir", "write", "rename"]
 
 
 def rate(n, a, b):
@@ -45,11 +45,14 @@ def peer(n, a, b):
     secs = sum(get(q, "pass_seconds") - get(p, "pass_seconds") for p, q in zip(x, y))
     opens = sum(get(q, "segment_opens") - get(p, "segment_opens") for p, q in zip(x, y))
     listings = sum(get(q, "listings") - get(p, "listings") for p, q in zip(x, y))
+    heads = sum(get(q, "head_listings") - get(p, "head_listings") for p, q in zip(x, y))
+    renames = sum(get(q, "head_renames") - get(p, "head_renames") for p, q in zip(x, y))
     slowest = max(get(q, "slowest_pass_seconds") for q in y)
     segs = sum(q["stats"].get("backing", {}).get("segments", 0) for q in y)
     rss = [q["rss_kb"] / 1024 for q in y]
     hwm = [q["hwm_kb"] / 1024 for q in y]
-    return dict(passes=passes, secs=secs, opens=opens, listings=listings, slowest=slowest, segs=segs,
+    return dict(passes=passes, secs=secs, opens=opens, listings=listings, heads=heads,
+                renames=renames, slowest=slowest, segs=segs,
                 rss_mean=sum(rss) / len(rss), rss_max=max(rss), hwm_max=max(hwm))
 
 
@@ -58,19 +61,23 @@ OPEN_KINDS = ["open", "read", "getattr", "release", "lookup"]
 
 
 def peer_share(n):
-    """The peer passes' requests per second during the replay: its listings
-    and segment opens (the nodes' counters) at what each cost in the idle
-    window after it (the emulator's requests of those kinds per listing and
-    per open; a bound, as that window's dir is the largest). None without
-    the counters (a kvfs before them)."""
+    """The peer passes' requests per second during the replay: their
+    listings (of segments/ and of heads/) and segment opens (the nodes'
+    counters) at what each cost in the idle window after it (the
+    emulator's requests of those kinds per listing and per open; 3 per
+    listing and 4 per open where that window had none), and one request
+    per rename of a node's own head. None without the counters (a kvfs
+    before them)."""
     rp, i1 = rate(n, "replay0", "replay1"), rate(n, "after0", "after1")
     pr, pa = peer(n, "replay0", "replay1"), peer(n, "after0", "after1")
-    if not (rp and i1 and pr and pa) or not pa["listings"]:
+    if not (rp and i1 and pr and pa) or not pa["passes"]:
         return None
-    per_list = sum(i1.get(k, 0) for k in LIST_KINDS) * i1["seconds"] / pa["listings"]
+    lists = pa["listings"] + pa["heads"]
+    per_list = sum(i1.get(k, 0) for k in LIST_KINDS) * i1["seconds"] / lists if lists else 3.0
     per_open = (sum(i1.get(k, 0) for k in OPEN_KINDS) * i1["seconds"] / pa["opens"]
                 if pa["opens"] else 4.0)
-    return (pr["listings"] * per_list + pr["opens"] * per_open) / rp["seconds"]
+    return ((pr["listings"] + pr["heads"]) * per_list + pr["opens"] * per_open
+            + pr["renames"]) / rp["seconds"]
 
 
 def kinds(d):
@@ -103,8 +110,8 @@ if plain and 0 in mrqa:
 
 o += ["", "Peer passes (the idle window after the replay, all nodes), the replay, "
       "visibility (close on n01 to a bit-exact read on the last node) and memory:", "",
-      "| N | passes/s per node | mean pass ms | slowest pass ms | segment opens per pass | hit ratio | GB/s | visibility p50 / p99 ms | RSS per node MiB (mean / max) | peak RSS max MiB |",
-      "|---|---|---|---|---|---|---|---|---|---|"]
+      "| N | passes/s per node | mean pass ms | slowest pass ms | segment opens per pass | in the replay: opens / segment listings / head listings per pass, head renames/s per node | hit ratio | GB/s | visibility p50 / p99 ms | RSS per node MiB (mean / max) | peak RSS max MiB |",
+      "|---|---|---|---|---|---|---|---|---|---|---|"]
 for n in ns:
     pa, r = peer(n, "after0", "after1"), mrqa[n]
     i1 = rate(n, "after0", "after1")
@@ -113,13 +120,20 @@ for n in ns:
     per_node = pa["passes"] / n / i1["seconds"] if n else 0
     mean_ms = 1e3 * pa["secs"] / pa["passes"] if pa["passes"] else 0
     opens = pa["opens"] / pa["passes"] if pa["passes"] else 0
+    pr, rp = peer(n, "replay0", "replay1"), rate(n, "replay0", "replay1")
+    if pr and pr["passes"] and rp:
+        k = pr["passes"]
+        rs = (f"{pr['opens'] / k:.1f} / {pr['listings'] / k:.2f} / {pr['heads'] / k:.2f}, "
+              f"{pr['renames'] / n / rp['seconds']:.1f}")
+    else:
+        rs = "-"
     v = vis.get(n)
     vs = f"{v['p50_ms']:.0f} / {v['p99_ms']:.0f}" if v else "-"
-    o.append(f"| {n} | {per_node:.1f} | {mean_ms:.1f} | {1e3 * pa['slowest']:.0f} | {opens:.1f} | "
+    o.append(f"| {n} | {per_node:.1f} | {mean_ms:.1f} | {1e3 * pa['slowest']:.0f} | {opens:.1f} | {rs} | "
              f"{r['hit_ratio']:.4f} | {r['gbps']:.2f} | {vs} | {pa['rss_mean']:.0f} / {pa['rss_max']:.0f} | "
              f"{pa['hwm_max']:.0f} |")
 if 0 in mrqa:
     r = mrqa[0]
-    o.append(f"| shared-plain | - | - | - | - | {r['hit_ratio']:.4f} | {r['gbps']:.2f} | - | - | - |")
+    o.append(f"| shared-plain | - | - | - | - | - | {r['hit_ratio']:.4f} | {r['gbps']:.2f} | - | - | - |")
 open(md, "w").write("\n".join(o) + "\n")
 print("\n".join(o))

@@ -269,8 +269,8 @@ const Def kDefs[] = {
    "kvfs_peer_log_passes_total", "",
    [](const Snapshot& s) { return U(s.store.peers.passes); }},
   {"/peers/pass_seconds", C, S,
-   "Time spent in those passes (listing the segment dir, opening and reading the other nodes' "
-   "newest segments); divided by the passes, a pass's mean length.",
+   "Time spent in those passes (listing heads/ and, now and then, the segment dir; opening and "
+   "reading the other nodes' segments that moved); divided by the passes, a pass's mean length.",
    "kvfs_peer_log_pass_seconds_total", "",
    [](const Snapshot& s) { return D(s.store.peers.pass_seconds); }},
   {"/peers/slowest_pass_seconds", G, S, "The longest pass since mount.", nullptr, "",
@@ -281,10 +281,20 @@ const Def kDefs[] = {
    "kvfs_peer_log_listings_total", "",
    [](const Snapshot& s) { return U(s.store.peers.listings); }},
   {"/peers/segment_opens", C, N,
-   "Other nodes' segment files the passes opened (each an open, a stat and reads at the "
-   "backing dir's server).",
+   "Other nodes' segment files the passes opened (each an open and reads at the backing dir's "
+   "server, and a stat unless the node's head said where its records end).",
    "kvfs_peer_log_segment_opens_total", "",
    [](const Snapshot& s) { return U(s.store.peers.segment_opens); }},
+  {"/peers/head_listings", C, N,
+   "Listings of heads/ by those passes: one name per node, which says what each node appends "
+   "to, so that a pass opens only the segments that moved.",
+   "kvfs_peer_log_head_listings_total", "",
+   [](const Snapshot& s) { return U(s.store.peers.head_listings); }},
+  {"/peers/head_renames", C, N,
+   "Renames of this node's own head in heads/ (one per synced flush batch or closed segment "
+   "that changed it).",
+   "kvfs_peer_head_renames_total", "",
+   [](const Snapshot& s) { return U(s.store.peers.head_renames); }},
   {"/peers/records", C, N, "Records read from the other nodes' segment logs.", nullptr, "",
    [](const Snapshot& s) { return U(s.store.peers.records); }},
   {"/peers/entries", C, N, "Entries (file versions, unlinks) in those records.", nullptr, "",

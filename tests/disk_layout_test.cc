@@ -15,6 +15,7 @@ TEST(DiskLayout, NamesAreTheFormatOnes) {
   EXPECT_EQ(shared_lock_path("/b"), "/b/kvfs.lock");
   EXPECT_EQ(segment_dir("/b"), "/b/segments");
   EXPECT_EQ(direct_probe_path("/b", "n1"), "/b/segments/.direct_probe.n1");
+  EXPECT_EQ(head_dir("/b"), "/b/heads");
   EXPECT_EQ(kSuperFormat, 1);
 }
 
@@ -35,6 +36,35 @@ TEST(DiskLayout, OtherNamesAreNotSegments) {
         "n-00000000000000001.seg", "n-000000000000000A.seg", "n_0000000000000001.seg",
         "n-0000000000000001.se", "n-0000000000000001.seg.tmp", ".direct_probe.n"})
     EXPECT_FALSE(parse_segment_name(n).has_value()) << n;
+}
+
+TEST(DiskLayout, HeadNameRoundTrips) {
+  NodeHead h{"host-1", 0x1f, true, 0x2c, {{0x2a, 0x3200000}, {0x2c, 0x1000}}};
+  EXPECT_EQ(head_name(h), "host-1.1f.2c.2a-3200000.2c-1000");
+  EXPECT_EQ(parse_head_name(head_name(h)), h);
+  NodeHead idle{"n_2", 7, true, 9, {}};
+  EXPECT_EQ(head_name(idle), "n_2.7.9");
+  EXPECT_EQ(parse_head_name("n_2.7.9"), idle);
+}
+
+TEST(DiskLayout, AHeadThatWouldPassNameMaxSaysAllInstead) {
+  NodeHead h{std::string(100, 'n'), 1, true, ~uint64_t(0), {}};
+  for (uint64_t id = 1; id <= 8; ++id) h.open.emplace_back(~uint64_t(0) - id, ~uint64_t(0));
+  const std::string name = head_name(h);
+  EXPECT_LE(name.size(), 255u);
+  EXPECT_EQ(name, std::string(100, 'n') + ".1.ffffffffffffffff.all");
+  auto p = parse_head_name(name);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(p->complete);
+  EXPECT_TRUE(p->open.empty());
+  EXPECT_EQ(p->last_id, ~uint64_t(0));
+}
+
+TEST(DiskLayout, OtherNamesAreNotHeads) {
+  for (const char* n :
+       {"", ".", "n", "n.", ".1.2", "n.1", "n.1.", "n.g.1", "n.1.2.3", "n.1.2.3-", "n.1.2.0-5",
+        "n.1.2.all.3-4", "n.1.2.3-4.all", "n.A.2", "n/x.1.2", "n.11111111111111111.2"})
+    EXPECT_FALSE(parse_head_name(n).has_value()) << n;
 }
 
 TEST(DiskLayout, LockHolderTextRoundTripsAndToleratesLessText) {

@@ -87,6 +87,37 @@ TEST_F(FlusherTest, AnIdleFlusherSealsItsSegmentAndTheNextFlushStartsANewOne) {
   expect_bytes(committed()[g->ino]);
 }
 
+TEST_F(FlusherTest, ASmallSegmentWaitsLongerForItsIdleSeal) {
+  start(256 * kMiB);
+  InodeRef f = make_file("f", 64 * 1024);  // far under an eighth of segment_size
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  ASSERT_EQ(segs_->list().size(), 1u);
+  // 31 s idle, the flushers woken again and again for a second to look (a
+  // 2 MiB segment is sealed by then, the test above): still open, and the
+  // next small file goes into the same segment.
+  clock_.advance(31);
+  const auto look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (segs_->list()[0].open && std::chrono::steady_clock::now() < look) {
+    flusher_->retry_now();
+    std::this_thread::yield();
+  }
+  InodeRef g = make_file("g", 64 * 1024);
+  ASSERT_TRUE(flusher_->flush_all(false).ok());
+  std::vector<SegmentInfo> l = segs_->list();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(l[0].open);
+  // Ten minutes idle: sealed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (segs_->list()[0].open && std::chrono::steady_clock::now() < deadline) {
+    clock_.advance(601);
+    flusher_->retry_now();
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(segs_->list()[0].open);
+  expect_bytes(committed()[f->ino]);
+  expect_bytes(committed()[g->ino]);
+}
+
 TEST_F(FlusherTest, LeavesAFileBeingWrittenUntilItsWriterCloses) {
   start(256 * kMiB);
   InodeRef in = make_file("open", 2 * kMiB, /*writing=*/true);

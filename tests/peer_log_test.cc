@@ -2,12 +2,19 @@
 // PeerLog on its own (core/peers/peer_log.h): a follower of node "a"'s segment log,
 // as node "b" runs it, over a real backing dir that a real BlockStore of
 // node "a" writes (peer_files_fixture.h). What a pass costs the server (its
-// listings and segment opens), how quiet peers rest, and that a sealed
-// segment is left alone once read.
+// listings and segment opens), that a head (disk_layout.h) spares the
+// opens of segments that did not move, how quiet peers rest, that a sealed
+// segment is left alone once read, and that a peer without a head is
+// followed from the segment listing as before heads.
 #include "core/peers/peer_log.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 
 #include "core/backing/disk_layout.h"
 #include "core/segments/segment_store.h"
@@ -45,7 +52,23 @@ class PeerLogTest : public PeerFilesTest {
     d.passes -= before.passes;
     d.listings -= before.listings;
     d.segment_opens -= before.segment_opens;
+    d.head_listings -= before.head_listings;
     return d;
+  }
+  // node's head as it is in heads/ now.
+  layout::NodeHead head_of(const std::string& node) {
+    layout::NodeHead out;
+    for (auto& e : std::filesystem::directory_iterator(layout::head_dir(root_ + "/backing")))
+      if (auto h = layout::parse_head_name(e.path().filename().string()); h && h->node == node)
+        out = *h;
+    return out;
+  }
+  // What an older kvfs leaves: no head (its segments are followed from the
+  // listing).
+  void drop_head(const std::string& node) {
+    for (auto& e : std::filesystem::directory_iterator(layout::head_dir(root_ + "/backing")))
+      if (auto h = layout::parse_head_name(e.path().filename().string()); h && h->node == node)
+        std::filesystem::remove(e.path());
   }
 
   // How many of node's segments are sealed.
@@ -83,20 +106,24 @@ TEST_F(PeerLogTest, AQuietPeerRestsAndIsStillSeenWithinARestPeriod) {
   BlockStore& a = node("a");
   put(a, kRootIno, "f1", "one");
   PeerLog& b = follower();
-  const uint64_t look = passes(1, PeerLog::Pass::kFull).segment_opens;  // a's segments
-  ASSERT_GE(look, 1u);
+  ASSERT_GE(passes(1, PeerLog::Pass::kFull).segment_opens, 1u);  // a's segments, each read once
+  const size_t named = head_of("a").open.size();                 // what a appends to
+  ASSERT_GE(named, 1u);
   // Quiet for a while: a comes to rest, so that over a rest period only one
-  // pass lists the dir and opens a's segments.
+  // pass lists heads/, and nothing else is listed or opened (a's head does
+  // not move).
   passes(2 * 5, PeerLog::Pass::kFollow);
   const PeerStats rested = passes(2 * 5, PeerLog::Pass::kFollow);
   EXPECT_EQ(rested.passes, 10u);
-  EXPECT_EQ(rested.listings, 2u);
-  EXPECT_EQ(rested.segment_opens, 2 * look);
-  // Explicit passes look at every peer: their cost is that of a pass that
-  // does not rest.
+  EXPECT_EQ(rested.head_listings, 2u);
+  EXPECT_EQ(rested.listings, 0u);
+  EXPECT_EQ(rested.segment_opens, 0u);
+  // Explicit passes look at every peer and past its head: they list the
+  // dir and open what a's head names.
   const PeerStats full = passes(10, PeerLog::Pass::kFull);
   EXPECT_EQ(full.listings, 10u);
-  EXPECT_EQ(full.segment_opens, 10 * look);
+  EXPECT_EQ(full.head_listings, 10u);
+  EXPECT_EQ(full.segment_opens, 10 * named);
 
   // a writes again while b's follower rests: seen within one rest period
   // (5 passes), and a full pass sees it at once.
@@ -114,16 +141,46 @@ TEST_F(PeerLogTest, AQuietPeerRestsAndIsStillSeenWithinARestPeriod) {
   EXPECT_TRUE(b.find("f3").has_value());
 }
 
-TEST_F(PeerLogTest, AnActivePeerIsLookedAtEveryPass) {
+TEST_F(PeerLogTest, AnActivePeerIsSeenByTheNextPassWhichOpensOnlyWhatMoved) {
   BlockStore& a = node("a");
   put(a, kRootIno, "first", "first");  // a is known (a node not known yet is a lone node's news)
   PeerLog& b = follower();
   ASSERT_TRUE(b.poll().ok());
+  uint64_t listings = 0;
   for (int i = 0; i < 12; ++i) {
     const std::string name = "f" + std::to_string(i);
+    const layout::NodeHead before = head_of("a");
     put(a, kRootIno, name, name);
+    // The segments whose end moved (the file's, and any other batch a's
+    // flushers synced meanwhile), no other: a's head says which.
+    size_t moved = 0;
+    for (const auto& [id, end] : head_of("a").open)
+      moved += std::find(before.open.begin(), before.open.end(), std::make_pair(id, end)) ==
+               before.open.end();
+    ASSERT_GE(moved, 1u) << name;
+    const PeerStats d = passes(1, PeerLog::Pass::kFollow);
+    EXPECT_EQ(d.head_listings, 1u) << name;
+    EXPECT_EQ(d.segment_opens, moved) << name;
+    listings += d.listings;
+    EXPECT_TRUE(b.find(name).has_value()) << name << " not seen by the next pass";
+  }
+  // The segment dir only now and then (for what a deleted), not every pass.
+  EXPECT_LE(listings, 12u / 5 + 1);
+}
+
+TEST_F(PeerLogTest, APeerWithoutAHeadIsFollowedFromTheListingEveryPass) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "first", "first");
+  drop_head("a");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    put(a, kRootIno, name, name);
+    drop_head("a");  // as an older kvfs: it never had one
     const PeerStats d = passes(1, PeerLog::Pass::kFollow);
     EXPECT_EQ(d.listings, 1u) << name;
+    EXPECT_GE(d.segment_opens, 1u) << name;
     EXPECT_TRUE(b.find(name).has_value()) << name << " not seen by the next pass";
   }
 }
@@ -168,6 +225,59 @@ TEST_F(PeerLogTest, ASealedSegmentIsReadOnceAndNeverOpenedAgain) {
   EXPECT_TRUE(b.find("small2").has_value());
 }
 
+// A segment leaves a's head when a closes it; b's one look at it (to its
+// end) fails: it is tried again at the next pass, not given up.
+TEST_F(PeerLogTest, AFailedLastReadOfASegmentThatLeftTheHeadIsTriedAgain) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  ASSERT_TRUE(b.find("f1").has_value());
+  put(a, kRootIno, "f2", "two");
+  const std::set<std::string> segs = segments_of("a");
+  close("a");  // every writer closes: out of a's head
+  const std::string dir = layout::segment_dir(root_ + "/backing");
+  for (const std::string& n : segs) {  // a symlink loop: the open fails (ELOOP)
+    ASSERT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
+    ASSERT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
+  }
+  EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
+  for (const std::string& n : segs) {
+    ASSERT_EQ(::unlink((dir + "/" + n).c_str()), 0);
+    ASSERT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
+  }
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+  EXPECT_TRUE(b.find("f2").has_value());
+}
+
+// A head that stopped moving (its node's renames fail, or it went back to a
+// kvfs without heads) while the node writes on: the listing shows a segment
+// newer than the head knows, and the node is followed without it.
+TEST_F(PeerLogTest, AStaleHeadIsNoticedAndItsNodeFollowedWithoutIt) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  layout::NodeHead frozen = head_of("a");
+  close("a");
+  BlockStore& again = node("a");  // new segments from here on
+  // The old head outranks the live one, as if every rename since failed.
+  frozen.gen = head_of("a").gen + 1000;
+  const std::string hd = layout::head_dir(root_ + "/backing");
+  ::close(::open((hd + "/" + layout::head_name(frozen)).c_str(), O_CREAT | O_WRONLY, 0644));
+  put(again, kRootIno, "f2", "f2");
+  // A listing shows a segment newer than the head says; the head does not
+  // move for ten passes: stale, and a is followed from the listing.
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(b.poll(PeerLog::Pass::kFull).ok());
+  EXPECT_TRUE(b.find("f2").has_value());
+  for (int i = 3; i < 6; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    put(again, kRootIno, name, name);
+    ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+    EXPECT_TRUE(b.find(name).has_value()) << name;
+  }
+}
+
 TEST_F(PeerLogTest, OldUnsealedSegmentsAreCheckedAFewAPassInTurn) {
   BlockStore& a = node("a");  // 8 MiB segments
   for (int i = 0; i < 30; ++i) put(a, kRootIno, "big" + std::to_string(i), pattern(4 * kMiB, i));
@@ -180,10 +290,11 @@ TEST_F(PeerLogTest, OldUnsealedSegmentsAreCheckedAFewAPassInTurn) {
     ASSERT_EQ(::chmod((dir + "/" + name).c_str(), layout::kSegmentMode), 0);
   PeerLog& b = follower();
   passes(2, PeerLog::Pass::kFull);  // all new, then all grown since the first look
-  // Nothing changes now: each pass opens a's newest eight and one of the
+  // Nothing changes now: each pass opens what a's head names and one of the
   // older ones in turn (a node with up to 25 old segments), never all.
+  const size_t named = head_of("a").open.size();
   const PeerStats d = passes(static_cast<int>(n), PeerLog::Pass::kFull);
-  EXPECT_EQ(d.segment_opens, n * (8 + 1));
+  EXPECT_EQ(d.segment_opens, n * (named + 1));
   for (int i = 0; i < 30; ++i) {
     auto f = b.find("big" + std::to_string(i));
     ASSERT_TRUE(f.has_value()) << i;

@@ -342,6 +342,52 @@ TEST_F(SegmentStoreTest, NodesShareTheDirEachListingOnlyItsOwnSegments) {
   EXPECT_EQ(fs::path((*again)->list()[0].path).filename(), layout::segment_name("other-node", 1));
 }
 
+// The head (disk_layout.h) names what a node appends to, as its writers
+// sync and close; a store without a node_id, or read-only, has none.
+TEST_F(SegmentStoreTest, ANodesHeadNamesItsOpenSegmentsAsTheyAreSyncedAndClosed) {
+  auto heads = [&] {
+    std::vector<std::string> out;
+    if (fs::exists(root_ + "/heads"))
+      for (auto& e : fs::directory_iterator(root_ + "/heads")) out.push_back(e.path().filename());
+    return out;
+  };
+  EXPECT_TRUE(heads().empty());  // SetUp's store owns the dir: no head
+  store_.reset();
+  fs::remove_all(root_);
+  ASSERT_TRUE(fs::create_directory(root_));
+  StoreConfig a = cfg_;
+  a.node_id = "na";
+  auto s = SegmentStore::Open(a);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(heads(), std::vector<std::string>{"na.1.0"});
+  auto w = (*s)->new_writer();
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(heads(), std::vector<std::string>{"na.1.0"});  // nothing complete in it yet
+  write_file(**w, 1, {block(4096, 'x')}, 4096);
+  ASSERT_TRUE((*w)->sync().ok());
+  const uint64_t end = (*w)->size();
+  ASSERT_EQ(heads().size(), 1u);
+  auto h = layout::parse_head_name(heads()[0]);
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->last_id, 1u);
+  EXPECT_EQ(h->open, (std::vector<std::pair<uint64_t, uint64_t>>{{1, end}}));
+  w->reset();  // closed (and sealed): out of the head
+  h = layout::parse_head_name(heads().at(0));
+  ASSERT_TRUE(h.has_value());
+  EXPECT_TRUE(h->open.empty());
+  EXPECT_EQ(h->last_id, 1u);
+  EXPECT_EQ((*s)->head_renames(), 2u);
+  s->reset();
+  // Read-only: the head stays as the node left it.
+  StoreConfig ro = a;
+  ro.read_only = true;
+  const auto before = heads();
+  auto r = SegmentStore::Open(ro);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(heads(), before);
+  EXPECT_EQ((*r)->head_renames(), 0u);
+}
+
 TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) {
   for (int round = 0; round < 20; ++round) {
     char t[] = "/tmp/kvfs-segs-race-XXXXXX";
@@ -371,10 +417,12 @@ TEST_F(SegmentStoreTest, NodesStartingTogetherOnAnEmptyDirAgreeOnOneSuperblock) 
       EXPECT_EQ(stores[i]->backing_id(), stores[0]->backing_id()) << "round " << round;
     }
     stores.clear();
-    // Only the superblock, the locks, the mark and segments/: no tmp file.
+    // Only the superblock, the locks, the mark, segments/ and heads/: no tmp
+    // file.
     for (auto& e : fs::directory_iterator(dir)) {
       const std::string n = e.path().filename().string();
       EXPECT_TRUE(n == "kvfs.super" || n == "kvfs.lock" || n == "kvfs.shared" || n == "segments" ||
+                  n == "heads" ||
                   (n.rfind("kvfs.n", 0) == 0 && n.size() > 5 && n.substr(n.size() - 5) == ".lock"))
           << n;
     }

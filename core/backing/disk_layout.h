@@ -13,6 +13,9 @@
 //   <backing>/segments/<segment name>.retired  a node's reclaimed segment, in its
 //                                              grace before deletion (Evictor)
 //   <backing>/segments/.direct_probe.<node>    O_DIRECT probe, written at open
+//   <backing>/heads/<node>.<gen>.<last>[.<id>-<valid>]...  a node's head
+//                                              (below): an empty file, all
+//                                              in its name
 //
 // A kvfs without a node_id owns the dir alone, as before nodes: it takes
 // kvfs.lock exclusively and every segment as its own (named after its host,
@@ -33,6 +36,19 @@
 // dir copied without its modes only loses the saving (an unsealed segment
 // is checked in turn, as all were before the rule).
 //
+// A node's head, in a shared dir: the newest segment id it has made, which
+// of its segments it appends to and how far their records are complete
+// (synced), in the name of one empty
+// file that only that node renames, each time that changes (NodeHead). A
+// peer lists heads/, a directory of one name per node, and opens only the
+// segments whose end moved: what a pass costs no longer grows with the
+// segments in the dir nor with the segments a busy peer keeps open. A
+// rename changes the directory, so an NFS client's listing after its
+// open-time revalidation has the new name (close-to-open for dirs). The
+// head is a hint: the segments stay the log, and a node without one (older
+// kvfs, or one whose rename failed) is followed from the listing of
+// segments/ as before.
+//
 // Constants and pure functions only: thread-safe.
 #pragma once
 
@@ -40,6 +56,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kvfs::layout {
 
@@ -53,6 +71,7 @@ inline constexpr const char* kSegDir = "segments";
 // kvfs using that index.
 inline constexpr const char* kIndexLockName = "kvfs.lock";
 inline constexpr const char* kSegSuffix = ".seg";
+inline constexpr const char* kHeadDir = "heads";
 inline constexpr unsigned kSegmentMode = 0600;        // made so, appended to by its owner
 inline constexpr unsigned kSealedSegmentMode = 0400;  // its owner will never append again
 // Whether a segment file with this st_mode is sealed (see above).
@@ -67,6 +86,7 @@ std::string lock_path(const std::string& backing, const std::string& node);
 std::string shared_lock_path(const std::string& backing);
 std::string shared_marker_path(const std::string& backing);
 std::string segment_dir(const std::string& backing);
+std::string head_dir(const std::string& backing);
 std::string direct_probe_path(const std::string& backing, const std::string& node);
 
 // "<node>-<id as 16 lower-case hex digits>.seg". node must not be empty.
@@ -92,5 +112,25 @@ std::optional<SegmentFileName> parse_segment_name(std::string_view name);
 std::string retired_segment_name(std::string_view segment_name);
 // The node and id of a retired segment's file name; nullopt for any other.
 std::optional<SegmentFileName> parse_retired_segment_name(std::string_view name);
+
+// What a node's head name says (see above). gen grows with every rename,
+// so that a peer that finds two (a crash between a rename's two halves on
+// some servers) takes the newer.
+struct NodeHead {
+  std::string node;
+  uint64_t gen = 0;
+  // False: the list did not fit in a name; a peer follows the node as if it
+  // had no head.
+  bool complete = true;
+  uint64_t last_id = 0;  // the newest segment it has made (a peer lists the dir for one it lacks)
+  std::vector<std::pair<uint64_t, uint64_t>> open;  // (segment id, records complete up to)
+  bool operator==(const NodeHead& o) const = default;
+};
+// "<node>.<gen>.<last_id>" then ".<id>-<valid>" per open segment (lower-case
+// hex), or ".all" when the list would pass NAME_MAX. node: a node_id (no
+// '.').
+std::string head_name(const NodeHead& h);
+// nullopt for any other name.
+std::optional<NodeHead> parse_head_name(std::string_view name);
 
 }  // namespace kvfs::layout

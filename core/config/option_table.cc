@@ -244,6 +244,10 @@ Status check_option(const OptionSpec& s, FieldRef f) {
     case OptType::kName:
       if (!is_name(*f.str))
         return Status::Invalid(std::string(s.name) + " may hold only letters, digits, '-' and '_'");
+      // A host name's limit; the backing dir's file names carry it
+      // (disk_layout.h), and NAME_MAX must hold them.
+      if (f.str->size() > 64)
+        return Status::Invalid(std::string(s.name) + " is longer than 64 characters");
       return Status::OK();
     case OptType::kPath:
       if (!f.str->empty() && (*f.str)[0] != '/')

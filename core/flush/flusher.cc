@@ -43,11 +43,15 @@ LogLimiter g_flush_err_log;
 constexpr auto kRetryDelay = std::chrono::seconds(1);
 constexpr auto kRetrySlice = std::chrono::milliseconds(100);
 // A flusher with nothing to write for this long closes (seals) its segment:
-// every open segment costs each peer an open per look (peer_log.h), sealed
-// ones nothing, so an idle node costs its peers a listing only. A writer
-// busy more often keeps its segment: a bursty node starts at most one
-// segment per flusher per kIdleSeal on top of those it fills.
+// an open segment costs each peer an open now and then even when its head
+// does not move (peer_log.h), a sealed one nothing. A writer busy more
+// often keeps its segment: a bursty node starts at most one segment per
+// flusher per kIdleSeal on top of those it fills. A segment under an
+// eighth of segment_size waits kIdleSealSmall instead, so that a trickle
+// of files (one a minute, say) fills one segment instead of leaving one
+// small segment each, which every peer's listing would carry.
 constexpr auto kIdleSeal = std::chrono::seconds(30);
+constexpr auto kIdleSealSmall = std::chrono::minutes(10);
 }  // namespace
 
 Flusher::Flusher(const Parts& parts) : p_(parts) {}
@@ -133,9 +137,10 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
 }
 
 bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
-                         bool* awaited, bool has_writer, bool* idle) {
+                         bool* awaited, std::chrono::nanoseconds seal_after, bool* idle) {
   std::unique_lock l(q_mu_);
-  const int64_t seal_at = p_.clock->mono_ns() + std::chrono::nanoseconds(kIdleSeal).count();
+  const bool has_writer = seal_after.count() > 0;
+  const int64_t seal_at = p_.clock->mono_ns() + seal_after.count();
   for (;;) {
     if (stopping_) return false;
     const int64_t now = p_.clock->mono_ns();
@@ -220,7 +225,10 @@ void Flusher::run(Worker* w) {
     std::vector<Captured> batch;
     std::vector<RecordEntry> meta;
     bool sync = false, awaited = false, idle = false;
-    if (!take_batch(&batch, &meta, &sync, &awaited, w->writer != nullptr, &idle)) break;
+    std::chrono::nanoseconds seal_after{0};
+    if (w->writer)
+      seal_after = w->writer->size() >= p_.cfg->segment_size / 8 ? kIdleSeal : kIdleSealSmall;
+    if (!take_batch(&batch, &meta, &sync, &awaited, seal_after, &idle)) break;
     if (idle) {
       w->writer.reset();  // sealed (segment_writer.cc); the next batch starts a new one
       continue;

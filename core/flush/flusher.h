@@ -133,11 +133,11 @@ class Flusher {
   };
   void run(Worker* w);
   // Takes inodes (and pending meta) for one pass; false when stopping.
-  // awaited: log_meta() waits for one of the meta entries. With
-  // has_writer, a wait that finds nothing for kIdleSeal ends with *idle
-  // set and nothing taken: the worker seals its segment.
+  // awaited: log_meta() waits for one of the meta entries. A worker with
+  // a segment passes seal_after (else 0): a wait that finds nothing for
+  // that long ends with *idle set and nothing taken, and it seals it.
   bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
-                  bool* awaited, bool has_writer, bool* idle);
+                  bool* awaited, std::chrono::nanoseconds seal_after, bool* idle);
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                      bool gate, LogPos* pos);

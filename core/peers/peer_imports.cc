@@ -75,7 +75,9 @@ Status PeerImports::poll() {
 }
 
 PeerStats PeerImports::stats() const {
-  return log_->stats();
+  PeerStats st = log_->stats();
+  st.head_renames = p_.segs->head_renames();  // the other side of what the passes read
+  return st;
 }
 
 PeerImports::Counters PeerImports::counters() const {

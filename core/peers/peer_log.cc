@@ -13,7 +13,7 @@
 
 #include "core/backing/backing_io.h"
 #include "core/backing/disk_layout.h"
-#include "core/records/segment_scan.h"
+#include "core/peers/peer_scan.h"
 #include "core/segments/segment_store.h"
 #include "core/util/log.h"
 
@@ -48,7 +48,8 @@ PeerLog::PeerLog(std::string backing, std::string own_node, SegmentStore* segs, 
       own_(std::move(own_node)),
       segs_(segs),
       io_(io),
-      clock_(clock) {}
+      clock_(clock),
+      head_dir_(layout::head_dir(backing)) {}
 
 PeerLog::~PeerLog() {
   stop();
@@ -94,76 +95,13 @@ void PeerLog::run(double interval_s) {
   }
 }
 
-namespace {
-
-// What one pass read of one peer segment. Owned by the call (shared with
-// it): a call left behind by its deadline writes only here.
-struct ScanOut {
-  uint64_t size = 0;   // the file's size at open
-  uint64_t from = 0;   // where the scan started
-  uint64_t valid = 0;  // the end of the last complete record
-  bool partial = false;
-  bool sealed = false;  // its owner will never append to it (disk_layout.h)
-  bool gone = false;    // deleted between the listing and the open
-  uint64_t records = 0;
-  std::vector<RecordEntry> entries;
-};
-
-Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, ScanOut* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    // Deleted by its owner between the listing and the open (ENOENT, or
-    // ESTALE over NFS): gone, as if not listed.
-    if (errno == ENOENT || errno == ESTALE) {
-      out->gone = true;
-      return Status::OK();
-    }
-    return Status::FromErrno(errno, "open " + path);
-  }
-  struct stat st;
-  // The size and the seal of one stat: a segment sealed then had all its
-  // bytes by then.
-  const bool statted = ::fstat(fd, &st) == 0;
-  out->size = statted ? static_cast<uint64_t>(st.st_size) : 0;
-  out->sealed = statted && layout::segment_sealed(st.st_mode);
-  out->from = out->size < pos ? 0 : pos;  // cut short (by hand): all again, by seq
-  out->valid = out->from;
-  scan_segment_fd(
-      fd, id, out->size,
-      [&](uint64_t, const RecordHeader&, std::vector<RecordEntry>& es) {
-        ++out->records;
-        for (RecordEntry& e : es) out->entries.push_back(std::move(e));
-      },
-      &out->valid, out->from, ScanCheck::kHeaders, nullptr);
-  // Past the last complete record: zeros (the owner preallocates ahead of
-  // its writes) or a record not complete yet, which is lag.
-  if (out->valid + kRecordHeaderSize <= out->size) {
-    char hdr[kRecordHeaderSize] = {};
-    if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(out->valid)) == ssize_t(sizeof(hdr)))
-      for (char c : hdr) out->partial |= c != 0;
-  }
-  ::close(fd);
-  return Status::OK();
-}
-
-Status list_segments(const std::string& dir, std::vector<std::string>* names) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return Status::FromErrno(errno, "list " + dir);
-  while (dirent* e = ::readdir(d))
-    if (layout::parse_segment_name(e->d_name)) names->push_back(e->d_name);
-  ::closedir(d);
-  return Status::OK();
-}
-
-}  // namespace
-
 Status PeerLog::io(const std::string& what, std::function<Status()> fn) {
   // Under the backing dir's deadline: a stalled NFS server costs a pass,
   // never the thread (nor the unmount that stops it).
   return io_ ? io_->run(what, std::move(fn)) : fn();
 }
 
-void PeerLog::pass_done_locked(std::chrono::steady_clock::time_point began, bool listed,
+void PeerLog::pass_done_locked(std::chrono::steady_clock::time_point began, bool listed, bool heads,
                                uint64_t opens, bool failed) {
   const int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began)
@@ -171,6 +109,7 @@ void PeerLog::pass_done_locked(std::chrono::steady_clock::time_point began, bool
   ++passes_;
   if (failed) ++errors_;
   listings_ += listed ? 1 : 0;
+  head_listings_ += heads ? 1 : 0;
   segment_opens_ += opens;
   pass_ns_ += ns;
   slowest_pass_ns_ = std::max(slowest_pass_ns_, ns);
@@ -196,34 +135,119 @@ Status PeerLog::poll(Pass kind) {
     auto q = quiet_.find(node);
     return q != quiet_.end() && q->second >= kQuietPasses;
   };
-  // 1. The listing: every peer segment there is now. Skipped while every
-  // known peer rests (also when none is known yet: a lone node), as its
-  // cost grows with the dir; the segments keep their last listing.
-  bool listing = look_all;
-  for (auto& [k, sg] : seg_table_) listing |= sg.listed && !node_rests(k.first);
+  // This node's own head, if a rename of it was held back or failed
+  // (head_publisher.h): the passes are its timer.
+  segs_->publish_pending_head();
+  // A read that found a peer's segment gone: list the dir now.
+  const bool missing = segs_->take_foreign_missing();
+  bool awake = look_all || missing;  // some known peer does not rest
+  for (auto& [node, q] : quiet_) awake |= !node_rests(node);
+  // 0. The heads: one listing of a dir of one name per node. Skipped while
+  // every known peer rests (also when none is known yet: a lone node); a
+  // pass without it (or whose listing failed) goes by the heads last seen,
+  // as if none had moved.
+  std::set<std::string> moved;
+  if (awake) {
+    auto fresh = std::make_shared<std::map<std::string, layout::NodeHead>>();
+    if (Status s = io("listing of " + head_dir_,
+                      [dir = head_dir_, fresh] { return list_heads(dir, fresh.get()); });
+        !s.ok()) {
+      fail(std::move(s));
+    } else {
+      fresh->erase(own_);
+      for (auto& [node, h] : *fresh) {
+        auto was = heads_.find(node);
+        if (was == heads_.end() || !(was->second == h)) moved.insert(node);
+      }
+      // A segment found gone while a head still named it is left alone
+      // until that head moves on (a node killed and then retired).
+      std::erase_if(gone_named_, [&](const auto& k) {
+        auto h = fresh->find(k.first);
+        return h == fresh->end() ||
+               std::none_of(h->second.open.begin(), h->second.open.end(),
+                            [&](const auto& o) { return o.first == k.second; });
+      });
+      heads_ = std::move(*fresh);
+    }
+  }
+  heads_moved_ |= !moved.empty();
+  // The peers followed by their head. A head older than a segment a
+  // listing showed, that has not moved for kListEvery passes since, is
+  // stale (its node's renames fail, or it runs a kvfs without heads now):
+  // that node is followed as if it had none until its head catches up.
+  auto head_of = [&](const std::string& node) -> const layout::NodeHead* {
+    auto h = heads_.find(node);
+    if (h == heads_.end() || !h->second.complete) return nullptr;
+    auto st = stale_.find(node);
+    return st != stale_.end() && st->second.gen == h->second.gen &&
+                   pass_no >= st->second.pass + kListEvery
+               ? nullptr
+               : &h->second;
+  };
+  // 1. The listing: every peer segment there is now. Needed at once for a
+  // segment some head names that was never listed, or for a peer without a
+  // head that does not rest; now and then while heads move, for the
+  // segments their nodes deleted; and on a full pass.
+  bool listing = kind == Pass::kFull || missing;
+  if (heads_moved_ && pass_no >= listed_pass_ + kListEvery) listing = true;
+  // Peers without heads, or none known yet; and now and then (every
+  // kDiscoverEvery passes, a minute) a node that joined without a head
+  // while the others' heads rest.
+  if (look_all && (heads_.empty() || pass_no >= listed_pass_ + kDiscoverEvery)) listing = true;
+  for (auto& [k, sg] : seg_table_)
+    listing |= sg.listed && !head_of(k.first) && !node_rests(k.first);
+  for (auto& [node, h] : heads_) {
+    auto f = listed_for_.find(node);
+    listing |= h.complete && (f == listed_for_.end() || f->second < h.last_id);
+  }
   auto names = std::make_shared<std::vector<std::string>>();
   if (listing) {
     if (Status s = io("listing of " + dir_,
                       [dir = dir_, names] { return list_segments(dir, names.get()); });
         !s.ok()) {
       std::lock_guard l(mu_);
-      pass_done_locked(began, true, 0, true);  // every peer's lag grows (last_full_ns stays)
+      pass_done_locked(began, true, awake, 0, true);  // every peer's lag grows (last_full_ns stays)
       return s;
     }
     for (auto& [k, sg] : seg_table_) sg.listed = false;
+    listed_pass_ = pass_no;
+    heads_moved_ = false;
+    for (auto& [node, h] : heads_) listed_for_[node] = h.last_id;
   }
-  for (const std::string& name : *names) {
-    auto n = layout::parse_segment_name(name);
-    if (!n || n->node == own_) continue;
-    Seg& s = seg_table_[{n->node, n->id}];
+  auto add = [&](const std::string& node, uint64_t id, const std::string& name) {
+    Seg& s = seg_table_[{node, id}];
     if (s.path.empty()) {
-      s.node = n->node;
-      s.id = n->id;
+      s.node = node;
+      s.id = id;
       s.path = dir_ + "/" + name;
       s.alias = segs_->foreign_segment(s.path);
     }
     s.listed = true;
+  };
+  std::map<std::string, uint64_t> newest;  // node -> its newest segment id listed
+  for (const std::string& name : *names) {
+    auto n = layout::parse_segment_name(name);
+    if (!n || n->node == own_) continue;
+    add(n->node, n->id, name);
+    uint64_t& m = newest[n->node];
+    m = std::max(m, n->id);
   }
+  // A listed segment newer than its node's head says: a new segment whose
+  // first sync has not been published yet, or a head that stopped. Stale
+  // once that head has not moved for kListEvery passes (head_of above).
+  if (listing)
+    for (auto& [node, h] : heads_) {
+      auto m = newest.find(node);
+      if (m == newest.end() || m->second <= h.last_id)
+        stale_.erase(node);
+      else if (auto st = stale_.find(node); st == stale_.end() || st->second.gen != h.gen)
+        stale_[node] = {h.gen, pass_no};
+    }
+  // What a head names exists (it is named after its sync), listed or not
+  // (a listing that lags the head on some clients).
+  for (auto& [node, h] : heads_)
+    for (auto& [id, valid] : h.open)
+      if (!gone_named_.count({node, id})) add(node, id, layout::segment_name(node, id));
   // 2. New records of each, in segment order (seqs order them anyway).
   struct Read {
     Seg* seg;
@@ -234,13 +258,13 @@ Status PeerLog::poll(Pass kind) {
   // A sealed segment read to its end is never opened again (its owner
   // appends to it no more, disk_layout.h); most of a node's segments are.
   // Of the unsealed ones, a node appends only to its newest few (one per
-  // flusher, the reclaim copy, the journal): those are reopened every pass,
-  // and any that grew at the last look. Older unsealed ones (a dir written
-  // before seals, or a seal that failed) are checked in turn, a few a pass
-  // (each at least every kOldCycle passes, or kOldPerPass a pass where a
-  // node has more): a segment that fell out of the newest while still open
-  // is caught, and a pass over a node with thousands of segments stays a
-  // handful of opens.
+  // flusher, the reclaim copy, the journal): without a head those are
+  // reopened every pass, and any that grew at the last look. Older unsealed
+  // ones (a dir written before seals, or a seal that failed) are checked in
+  // turn, a few a pass (each at least every kOldCycle passes, or
+  // kOldPerPass a pass where a node has more): a segment that fell out of
+  // the newest while still open is caught, and a pass over a node with
+  // thousands of segments stays a handful of opens.
   std::map<std::string, uint64_t> hot_from;             // node -> lowest id of its newest kHot
   std::set<std::pair<std::string, uint64_t>> old_turn;  // old segments checked this pass
   {
@@ -261,28 +285,61 @@ Status PeerLog::poll(Pass kind) {
       }
     }
   }
+  const bool stale_look = kind == Pass::kFull || pass_no % kStaleEvery == 0;
   std::set<std::string> failed;        // nodes whose log could not all be read
   std::map<std::string, bool> active;  // nodes looked at -> something changed
+  for (const std::string& node : moved) active[node] = true;
   for (auto& [k, s] : seg_table_) {
     if (!s.listed) {
       gone.push_back(k);
       active[k.first] = true;
       continue;
     }
-    // New in the listing, or grown at the last look: read now, and its node
-    // is active.
-    if (s.sealed) {  // its last look counted what it brought; nothing new since
-      active.try_emplace(k.first, false);
-      continue;
+    uint64_t end = 0;    // where its records end, by its node's head (0: look)
+    bool named = false;  // its node's head names it now
+    if (const layout::NodeHead* h = head_of(k.first)) {
+      // By the head: a segment it names whose end is not where this node
+      // stopped, one that left it (closed since: once more, to the end),
+      // and, as without a head, one never read and old unsealed ones in
+      // turn.
+      auto o = std::find_if(h->open.begin(), h->open.end(),
+                            [&](const auto& p) { return p.first == k.second; });
+      named = o != h->open.end();
+      // An end the last read by the head could not reach (a damaged or cut
+      // segment) is not tried again until the end moves or a look past it.
+      const bool moved_on = named && o->second > s.pos && o->second != s.short_of;
+      bool look = !s.read || (named && (moved_on || s.partial || stale_look)) ||
+                  (!named && s.in_head) || (!named && !s.sealed && old_turn.count(k));
+      if (!look) {
+        active.try_emplace(k.first, false);
+        continue;
+      }
+      // in_head changes only once the read succeeds: the last read of a
+      // segment that left the head is tried again until it is done.
+      // By the head's end while it moves on; a full look (the file's size,
+      // seal and tail) when the head was looked past, or the segment is new
+      // or left it.
+      if (named && s.read && !stale_look && !s.partial) end = o->second;
+    } else {
+      // (in_head kept: a node whose head is stale for a while reads by its
+      // head again once it catches up, and owes the segments that left it
+      // their last read.)
+      // New in the listing, or grown at the last look: read now, and its
+      // node is active.
+      if (s.sealed) {  // its last look counted what it brought; nothing new since
+        active.try_emplace(k.first, false);
+        continue;
+      }
+      if (s.grew) active[k.first] = true;
+      if (!s.grew && node_rests(k.first)) continue;
+      if (!s.grew && k.second < hot_from[k.first] && !old_turn.count(k)) continue;
     }
-    if (s.grew) active[k.first] = true;
-    if (!s.grew && node_rests(k.first)) continue;
-    if (!s.grew && k.second < hot_from[k.first] && !old_turn.count(k)) continue;
     auto out = std::make_shared<ScanOut>();
     ++opens;
-    Status st = io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, out] {
-      return scan_peer_segment(path, id, pos, out.get());
-    });
+    Status st =
+        io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, end, out] {
+          return scan_peer_segment(path, id, pos, end, out.get());
+        });
     if (!st.ok()) {
       failed.insert(k.first);
       active[k.first] = true;
@@ -292,14 +349,18 @@ Status PeerLog::poll(Pass kind) {
     if (out->gone) {
       gone.push_back(k);
       active[k.first] = true;
+      if (named) gone_named_.insert(k);
       continue;
     }
     // Grown, or new records inside the size it was preallocated to: reads
     // open it again too (close-to-open), so they see what was appended.
-    s.grew = out->size != s.size || out->valid != s.pos;
+    s.read = true;
+    s.in_head = named;
+    s.short_of = end && out->valid < end ? end : 0;
+    s.grew = (!end && out->size != s.size) || out->valid != s.pos;
     active[k.first] |= s.grew || out->partial;
     if (s.grew) segs_->reopen_foreign(s.alias);
-    s.size = out->size;
+    if (!end) s.size = out->size;  // a read by the head leaves the file's size as last seen
     s.pos = out->valid;
     s.sealed = out->sealed;
     s.partial = out->partial && !out->sealed;  // a sealed tail never completes
@@ -351,7 +412,7 @@ Status PeerLog::poll(Pass kind) {
     }
     for (auto& v : views_)
       if (!failed.count(v.first)) v.second.last_full_ns = now;
-    pass_done_locked(began, listing, opens, !first.ok());
+    pass_done_locked(began, listing, awake, opens, !first.ok());
     listener = listener_;
   }
   if (listener) {  // every pass: the owner also does its periodic work there
@@ -550,6 +611,7 @@ PeerStats PeerLog::stats() const {
   st.errors = errors_;
   st.listings = listings_;
   st.segment_opens = segment_opens_;
+  st.head_listings = head_listings_;
   st.pass_seconds = static_cast<double>(pass_ns_) / 1e9;
   st.slowest_pass_seconds = static_cast<double>(slowest_pass_ns_) / 1e9;
   const int64_t now = clock_->now_ns();

@@ -4,16 +4,30 @@
 // "<node>-<id>.seg" files, append-only; record.h: every change of a node's
 // tree is a snapshot or tombstone in a record there).
 //
-// One thread reads the peers' logs every peer_poll seconds. A pass lists the
-// segment dir, reopens each peer's newest unsealed segments (close-to-open:
-// an NFS client sees a writer's appends only after an open; quiet peers less
-// often, see Pass; a sealed segment never again once read, disk_layout.h;
-// older unsealed ones a few a pass in turn) and applies the complete
-// records past where the last pass stopped; a torn tail is read again next
-// time. Headers and entries are checked here, block data when it is read
-// (its XXH3 is in the extent). Per node it keeps the newest snapshot of each
-// inode by that node's seq, the tombstones, and a (parent, name) -> inode
-// tree, so a path resolves the way it does on that node.
+// One thread reads the peers' logs every peer_poll seconds. A pass lists
+// heads/, one name per node that says which segments the node appends to
+// and how far their records are complete (disk_layout.h, NodeHead), and
+// opens only the segments whose end moved (close-to-open: an NFS client
+// sees a writer's appends only after an open) and those that left a head
+// (closed: read once more, to the end), applying the complete records past
+// where the last pass stopped; a torn tail is read again next time. The
+// segment dir is listed only for a segment a head names that this node
+// does not know, after a read found a peer's segment gone, and at most
+// every kListEvery passes while heads move (a peer's reclaimed segments
+// leave the listing), so a pass costs one small
+// listing plus the segments that moved, however many segments the dir
+// holds. A head that stays unchanged is looked past every kStaleEvery
+// passes (a node killed between a sync and its rename). A head whose
+// newest segment id is older than one the listing shows, and that does
+// not move for kListEvery passes, is stale (its node's renames fail, or it
+// went back to a kvfs without heads). A peer
+// without a head, or with a stale one, is followed as before
+// heads: the listing each pass, its newest unsealed segments reopened
+// (quiet peers less often, see Pass; a sealed segment never again once
+// read; older unsealed ones a few a pass in turn). Headers and entries are checked here, block data
+// when it is read (its XXH3 is in the extent). Per node it keeps the newest snapshot of each inode
+// by that node's seq, the tombstones, and a (parent, name) -> inode tree, so a path resolves the
+// way it does on that node.
 //
 // Unlinks: a node that unlinks a peer's file logs a kPeerUnlink entry
 // (record.h) naming the owner's inode and the version's mtime. A pass hands
@@ -23,7 +37,8 @@
 //
 // Every backing call of a pass runs under the backing dir's deadline
 // (BackingIo::run): a stalled server costs a pass, never the thread.
-// Nothing here writes to the backing dir, and no peer file is ever held
+// Nothing here writes to the backing dir (this node's head is
+// SegmentStore's), and no peer file is ever held
 // open between passes except through SegmentStore's read descriptors, which
 // reopen_foreign() renews whenever a pass saw the file grow. A peer segment
 // that leaves the listing (its owner reclaimed it) is forgotten; extents into
@@ -44,6 +59,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -51,6 +67,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/backing/disk_layout.h"
 #include "core/records/record.h"
 #include "core/util/clock.h"
 #include "core/util/status.h"
@@ -94,6 +111,8 @@ struct PeerStats {
   // segment dir, the segment files they opened (each an open, a stat and
   // reads), and their time.
   uint64_t listings = 0, segment_opens = 0;
+  uint64_t head_listings = 0;  // of heads/ (disk_layout.h)
+  uint64_t head_renames = 0;   // this node's own head (SegmentStore), set by its owner
   double pass_seconds = 0, slowest_pass_seconds = 0;
   std::vector<PeerNodeStats> nodes;  // sorted by name
 };
@@ -170,6 +189,9 @@ class PeerLog {
     bool grew = true;      // its size changed at the last look (or it is new)
     bool sealed = false;   // and read to its end: never opened again
     bool listed = false;
+    bool read = false;      // opened at least once
+    bool in_head = false;   // its node's head named it at the last look
+    uint64_t short_of = 0;  // a read up to this head end stopped short of it
   };
   struct View {
     std::unordered_map<uint64_t, InodeSnapshot> inodes;  // newest snapshot per inode
@@ -200,24 +222,40 @@ class PeerLog {
   static constexpr size_t kOldCycle = 25, kOldPerPass = 4;
   static constexpr uint32_t kQuietPasses = 5;
   static constexpr uint64_t kRestEvery = 5;
+  static constexpr uint64_t kListEvery = 10, kStaleEvery = 150, kDiscoverEvery = 300;
   static constexpr std::chrono::seconds kMaxPause{5};
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
   uint64_t pass_no_ = 0;                                       // guarded by pass_mu_
   std::map<std::string, uint32_t> quiet_;       // node -> passes with nothing new; pass_mu_
   std::map<std::string, uint64_t> old_cursor_;  // node -> last old segment checked; pass_mu_
+  // Heads (disk_layout.h), all guarded by pass_mu_: the peers' heads as
+  // last listed; node -> the head's last_id when the dir was last listed
+  // for it; the pass of the last listing; whether a head moved since.
+  std::map<std::string, layout::NodeHead> heads_;
+  std::map<std::string, uint64_t> listed_for_;
+  std::set<std::pair<std::string, uint64_t>> gone_named_;  // found gone while a head named it
+  // node -> the head (gen) a listing found older than the node's newest
+  // segment, and that pass: stale if it has not moved kListEvery passes on.
+  struct Suspect {
+    uint64_t gen = 0, pass = 0;
+  };
+  std::map<std::string, Suspect> stale_;
+  uint64_t listed_pass_ = 0;
+  bool heads_moved_ = false;
+  const std::string head_dir_;
 
   mutable std::mutex mu_;
   std::map<std::string, View> views_;  // guarded by mu_
   ChangeFn listener_;                  // guarded by mu_
   // (node, inode) -> the newest mtime some node unlinked of it.
-  std::map<std::pair<std::string, uint64_t>, int64_t> hidden_;    // guarded by mu_
-  uint64_t passes_ = 0, records_ = 0, entries_ = 0, errors_ = 0;  // guarded by mu_
-  uint64_t listings_ = 0, segment_opens_ = 0;                     // guarded by mu_
-  int64_t pass_ns_ = 0, slowest_pass_ns_ = 0;                     // guarded by mu_
+  std::map<std::pair<std::string, uint64_t>, int64_t> hidden_;     // guarded by mu_
+  uint64_t passes_ = 0, records_ = 0, entries_ = 0, errors_ = 0;   // guarded by mu_
+  uint64_t listings_ = 0, segment_opens_ = 0, head_listings_ = 0;  // guarded by mu_
+  int64_t pass_ns_ = 0, slowest_pass_ns_ = 0;                      // guarded by mu_
   // Ends a pass's accounting; requires mu_.
-  void pass_done_locked(std::chrono::steady_clock::time_point began, bool listed, uint64_t opens,
-                        bool failed);
+  void pass_done_locked(std::chrono::steady_clock::time_point began, bool listed, bool heads,
+                        uint64_t opens, bool failed);
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -169,6 +169,26 @@ Result<RetireResult> retire_node(BlockStore& s, const std::string& who, bool dro
     else if (first.ok())
       first = st;
   }
+  // Its head (disk_layout.h) goes too, so that no peer goes on looking for
+  // the segments it names.
+  const std::string heads = layout::head_dir(backing);
+  auto head_names = std::make_shared<std::vector<std::string>>();
+  if (io.run("listing of the heads", [heads, head_names] {
+          DIR* d = ::opendir(heads.c_str());
+          if (!d) return errno == ENOENT ? Status::OK() : Status::FromErrno(errno, "list " + heads);
+          while (dirent* e = ::readdir(d)) head_names->push_back(e->d_name);
+          ::closedir(d);
+          return Status::OK();
+        }).ok())
+    for (const std::string& name : *head_names) {
+      auto h = layout::parse_head_name(name);
+      if (!h || h->node != who) continue;
+      const std::string path = heads + "/" + name;
+      (void)io.run("delete of " + path, [path] {
+        return ::unlink(path.c_str()) == 0 || errno == ENOENT ? Status::OK()
+                                                              : Status::FromErrno(errno, path);
+      });
+    }
   // Forget them now, and move the imports to the copies.
   (void)s.poll_peers();
   spdlog::warn(

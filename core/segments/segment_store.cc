@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/backing/disk_layout.h"
+#include "core/segments/head_publisher.h"
 #include "core/util/log.h"
 
 namespace kvfs {
@@ -58,12 +59,49 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     ::close(fd);
     return s;
   }
+  {
+    // In the head from now on (its file exists); out of it when the
+    // writer closes (note_closed).
+    std::unique_lock l(mu_);
+    open_.insert(id);
+  }
   return std::unique_ptr<SegmentWriter>(new SegmentWriter(this, id, fd));
 }
 
 void SegmentStore::reserve_ids_through(uint64_t id) {
   std::unique_lock l(mu_);
   next_id_ = std::max(next_id_, id + 1);
+}
+
+void SegmentStore::note_closed(uint64_t id) {
+  {
+    std::unique_lock l(mu_);
+    open_.erase(id);
+  }
+  publish_head();
+}
+
+layout::NodeHead SegmentStore::head_state() const {
+  std::shared_lock l(mu_);
+  layout::NodeHead h;
+  h.last_id = next_id_ - 1;
+  h.open.reserve(open_.size());
+  for (uint64_t id : open_)  // one with nothing complete yet says nothing to a peer
+    if (auto it = segs_.find(id); it != segs_.end() && it->second.valid)
+      h.open.emplace_back(id, it->second.valid);
+  return h;
+}
+
+void SegmentStore::publish_head() {
+  if (head_) head_->publish();
+}
+
+void SegmentStore::publish_pending_head() {
+  if (head_) head_->publish_pending();
+}
+
+uint64_t SegmentStore::head_renames() const {
+  return head_ ? head_->renames() : 0;
 }
 
 void SegmentStore::note_size(uint64_t id, uint64_t bytes) {
@@ -96,7 +134,14 @@ Result<std::shared_ptr<SegmentStore::ReadFd>> SegmentStore::read_fd(uint64_t id)
   // are not a constant) into __open_2, which interposers such as libfiu's
   // POSIX preload (the fault tests) do not see.
   f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0), 0);
-  if (f->fd < 0) return Status::FromErrno(errno, "open segment " + path);
+  if (f->fd < 0) {
+    const int e = errno;
+    // A peer's segment gone before its follower saw it go (deleted by hand,
+    // or a listing not due yet): the next pass lists the dir.
+    if ((id & kForeignBit) && (e == ENOENT || e == ESTALE))
+      foreign_missing_.store(true, std::memory_order_relaxed);
+    return Status::FromErrno(e, "open segment " + path);
+  }
   std::unique_lock l(mu_);
   if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;  // raced: theirs
   if (segs_.count(id) || foreign_.count(id)) read_fds_[id] = f;  // else deleted: use it once
@@ -110,6 +155,10 @@ uint64_t SegmentStore::foreign_segment(const std::string& path) {
   foreign_ids_[path] = id;
   foreign_[id] = path;
   return id;
+}
+
+bool SegmentStore::take_foreign_missing() {
+  return foreign_missing_.exchange(false, std::memory_order_relaxed);
 }
 
 void SegmentStore::reopen_foreign(uint64_t id) {

@@ -19,17 +19,21 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/backing/backing_io.h"
+#include "core/backing/disk_layout.h"
 #include "core/config/config.h"
 #include "core/index/index.h"
 #include "core/records/record.h"
@@ -56,6 +60,7 @@ struct SegmentInfo {
   uint64_t min_seq = 0, max_seq = 0;  // of the entries in its records (0: none)
 };
 
+class HeadPublisher;
 class SegmentWriter;
 
 class SegmentStore : public SpaceUsage {
@@ -108,6 +113,9 @@ class SegmentStore : public SpaceUsage {
   uint64_t foreign_segment(const std::string& path);
   void reopen_foreign(uint64_t id);
   void forget_foreign(uint64_t id);
+  // Whether a read found a foreign segment's file gone since the last call
+  // (PeerLog then lists the dir at its next pass).
+  bool take_foreign_missing();
 
   std::vector<SegmentInfo> list() const;
   bool has_segment(uint64_t id) const;
@@ -173,6 +181,14 @@ class SegmentStore : public SpaceUsage {
   // How far ahead of its writes an open segment is allocated.
   uint64_t prealloc_step() const;
 
+  // This node's head renames so far (head_publisher.h; 0 when it has none:
+  // not shared, or read-only).
+  uint64_t head_renames() const;
+  // Publishes the head if there is one: after a sync or a close (here),
+  // and on a timer what a failed or held-back rename left (PeerLog).
+  void publish_head();
+  void publish_pending_head();
+
   // Disk usage of all segments, the retired ones included, in bytes.
   uint64_t used_bytes() const override;
   // The same without the retired ones.
@@ -199,6 +215,12 @@ class SegmentStore : public SpaceUsage {
   BackingIo::Op track(std::string what) const;
   Result<std::shared_ptr<ReadFd>> read_fd(uint64_t id);
   void note_size(uint64_t id, uint64_t bytes);
+  // A writer's segment closed, or one that never opened: out of the open
+  // set and of the head.
+  void note_closed(uint64_t id);
+  // For the head: the newest id made, the open segments and their
+  // complete records.
+  layout::NodeHead head_state() const;
 
   std::string dir_;  // <backing>/segments
   std::string node_;
@@ -220,12 +242,16 @@ class SegmentStore : public SpaceUsage {
   std::vector<Retired> retired_;  // guarded by retired_mu_
   std::atomic<uint64_t> retired_bytes_{0};
   mutable std::shared_mutex mu_;
-  std::unordered_map<uint64_t, SegmentInfo> segs_;                  // guarded by mu_
+  std::unordered_map<uint64_t, SegmentInfo> segs_;  // guarded by mu_
+  std::set<uint64_t> open_;                         // ids of segs_ with open set; guarded by mu_
   std::unordered_map<uint64_t, std::shared_ptr<ReadFd>> read_fds_;  // guarded by mu_
   uint64_t next_id_ = 1;                                            // guarded by mu_
   std::unordered_map<uint64_t, std::string> foreign_;               // guarded by mu_
   std::unordered_map<std::string, uint64_t> foreign_ids_;           // guarded by mu_
   uint64_t next_foreign_ = 1;                                       // guarded by mu_
+  std::atomic<bool> foreign_missing_{false};
+  // Shared and writable only; set at Open, then only read.
+  std::unique_ptr<HeadPublisher> head_;
 };
 
 // Appends records to one segment (segment_writer.cc). Writes are queued on an io_uring (plain

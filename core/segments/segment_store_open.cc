@@ -24,6 +24,7 @@
 #include "core/backing/disk_layout.h"
 #include "core/backing/mounts.h"
 #include "core/config/config.h"
+#include "core/segments/head_publisher.h"
 #include "core/segments/segment_store.h"
 #include "core/util/log.h"
 
@@ -352,6 +353,19 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
     const std::string& path = s->segs_[unsealed[i]].path;
     if (::chmod(path.c_str(), layout::kSealedSegmentMode) != 0)
       spdlog::warn("cannot seal segment {} (chmod): {}", path, std::strerror(errno));
+  }
+
+  // The head (disk_layout.h): no segment open yet. Without one peers follow
+  // this node from the listing of segments/, as before heads.
+  if (s->shared_ && !cfg.read_only) {
+    SegmentStore* self = s.get();
+    s->head_ = std::make_unique<HeadPublisher>(cfg.backing_dir, s->node_, io,
+                                               [self] { return self->head_state(); });
+    if (Status st = s->head_->init(); !st.ok()) {
+      spdlog::warn("this node's head in {}: {}; peers follow it from the segment listing",
+                   layout::head_dir(cfg.backing_dir), st.ToString());
+      s->head_.reset();
+    }
   }
 
   // Probe O_DIRECT once: tmpfs before 6.6 and some NFS setups refuse it.

@@ -60,6 +60,8 @@ SegmentWriter::~SegmentWriter() {
   }
   if (!path.empty() && ::unlink(path.c_str()) != 0)
     spdlog::warn("cannot delete the empty segment {}: {}", path, std::strerror(errno));
+  // Sealed: out of the head, so peers read it once more, to its end.
+  store_->note_closed(id_);
 }
 
 namespace {
@@ -259,6 +261,8 @@ Status SegmentWriter::sync() {
       it->second.max_seq = state_.max_seq;
     }
   }
+  // Durable now: peers may read up to here (disk_layout.h, NodeHead).
+  if (st.ok()) store_->publish_head();
   return st;
 }
 
