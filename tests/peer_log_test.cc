@@ -250,6 +250,49 @@ TEST_F(PeerLogTest, AFailedLastReadOfASegmentThatLeftTheHeadIsTriedAgain) {
   EXPECT_TRUE(b.find("f2").has_value());
 }
 
+// A segment this node read before a head named it (here: while its node
+// had none; in a fleet: new, before its first sync), then written and
+// closed between two passes, so that no head this node listed named it:
+// the next move of the head has it looked at once more.
+TEST_F(PeerLogTest, ASegmentReadBeforeAHeadNamedItIsLookedAtWhenThatHeadMoves) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  drop_head("a");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());  // a's segments read, by the listing
+  ASSERT_TRUE(b.find("f1").has_value());
+  put(a, kRootIno, "f2", "two");  // a's head comes back, naming them
+  close("a");                     // and they leave it, sealed
+  ASSERT_TRUE(head_of("a").open.empty());
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+  EXPECT_TRUE(b.find("f2").has_value()) << "a segment that left the head unseen was not read";
+}
+
+// The same, when the look that the head's move owes fails (a stalled
+// server): it is owed until a read succeeds, though the head stays put.
+TEST_F(PeerLogTest, ALookThatAHeadsMoveOwesIsTriedAgainUntilItSucceeds) {
+  BlockStore& a = node("a");
+  put(a, kRootIno, "f1", "one");
+  drop_head("a");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  put(a, kRootIno, "f2", "two");
+  const std::set<std::string> segs = segments_of("a");
+  close("a");
+  const std::string dir = layout::segment_dir(root_ + "/backing");
+  for (const std::string& n : segs) {  // a symlink loop: the open fails (ELOOP)
+    ASSERT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
+    ASSERT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
+  }
+  EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
+  for (const std::string& n : segs) {
+    ASSERT_EQ(::unlink((dir + "/" + n).c_str()), 0);
+    ASSERT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
+  }
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+  EXPECT_TRUE(b.find("f2").has_value());
+}
+
 // A head that stopped moving (its node's renames fail, or it went back to a
 // kvfs without heads) while the node writes on: the listing shows a segment
 // newer than the head knows, and the node is followed without it.

@@ -147,6 +147,8 @@ Status PeerLog::poll(Pass kind) {
   // pass without it (or whose listing failed) goes by the heads last seen,
   // as if none had moved.
   std::set<std::string> moved;
+  std::map<std::string, layout::NodeHead> before;  // heads_ as the last pass left them
+  bool heads_listed = false;
   if (awake) {
     auto fresh = std::make_shared<std::map<std::string, layout::NodeHead>>();
     if (Status s = io("listing of " + head_dir_,
@@ -167,7 +169,8 @@ Status PeerLog::poll(Pass kind) {
                std::none_of(h->second.open.begin(), h->second.open.end(),
                             [&](const auto& o) { return o.first == k.second; });
       });
-      heads_ = std::move(*fresh);
+      before = std::exchange(heads_, std::move(*fresh));
+      heads_listed = true;
     }
   }
   heads_moved_ |= !moved.empty();
@@ -205,6 +208,8 @@ Status PeerLog::poll(Pass kind) {
     if (Status s = io("listing of " + dir_,
                       [dir = dir_, names] { return list_segments(dir, names.get()); });
         !s.ok()) {
+      // The heads as before, so that the next pass sees what moved again.
+      if (heads_listed) heads_ = std::move(before);
       std::lock_guard l(mu_);
       pass_done_locked(began, true, awake, 0, true);  // every peer's lag grows (last_full_ns stays)
       return s;
@@ -306,10 +311,19 @@ Status PeerLog::poll(Pass kind) {
                             [&](const auto& p) { return p.first == k.second; });
       named = o != h->open.end();
       // An end the last read by the head could not reach (a damaged or cut
-      // segment) is not tried again until the end moves or a look past it.
-      const bool moved_on = named && o->second > s.pos && o->second != s.short_of;
+      // segment, or a read that raced a cache) is tried again every
+      // kRestEvery passes, not every pass, until the end moves.
+      const bool moved_on =
+          named && o->second > s.pos && (o->second != s.short_of || pass_no % kRestEvery == 0);
+      // Not named, not known sealed, among its node's newest: read before
+      // the head named it (new and empty, or while its node had no head),
+      // it may have been written and closed between two passes, so it
+      // never showed in a head this node listed: a move of that head owes
+      // it a look, until a read of it succeeds.
+      if (!named && !s.sealed && k.second >= hot_from[k.first] && moved.count(k.first))
+        s.owed = true;
       bool look = !s.read || (named && (moved_on || s.partial || stale_look)) ||
-                  (!named && s.in_head) || (!named && !s.sealed && old_turn.count(k));
+                  (!named && (s.in_head || s.owed)) || (!named && !s.sealed && old_turn.count(k));
       if (!look) {
         active.try_emplace(k.first, false);
         continue;
@@ -321,9 +335,6 @@ Status PeerLog::poll(Pass kind) {
       // or left it.
       if (named && s.read && !stale_look && !s.partial) end = o->second;
     } else {
-      // (in_head kept: a node whose head is stale for a while reads by its
-      // head again once it catches up, and owes the segments that left it
-      // their last read.)
       // New in the listing, or grown at the last look: read now, and its
       // node is active.
       if (s.sealed) {  // its last look counted what it brought; nothing new since
@@ -355,6 +366,7 @@ Status PeerLog::poll(Pass kind) {
     // Grown, or new records inside the size it was preallocated to: reads
     // open it again too (close-to-open), so they see what was appended.
     s.read = true;
+    s.owed = false;
     s.in_head = named;
     s.short_of = end && out->valid < end ? end : 0;
     s.grew = (!end && out->size != s.size) || out->valid != s.pos;
@@ -366,6 +378,10 @@ Status PeerLog::poll(Pass kind) {
     s.partial = out->partial && !out->sealed;  // a sealed tail never completes
     reads.push_back({&s, std::move(out)});
   }
+  // A segment that left the listing while not named (its owner reclaimed
+  // it, or a listing that missed it): the dir is listed again within
+  // kListEvery passes, as while heads move, to see which.
+  if (!gone.empty()) heads_moved_ = true;
   for (auto& [node, changed] : active) {
     uint32_t& q = quiet_[node];
     q = changed ? 0 : std::min(q + 1, kQuietPasses);

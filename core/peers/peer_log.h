@@ -9,7 +9,10 @@
 // and how far their records are complete (disk_layout.h, NodeHead), and
 // opens only the segments whose end moved (close-to-open: an NFS client
 // sees a writer's appends only after an open) and those that left a head
-// (closed: read once more, to the end), applying the complete records past
+// (closed: read once more, to the end; and, when a head moves, its node's
+// newest segments it does not name and that are not known sealed, since
+// one read before a head named it may have filled and closed between two
+// passes), applying the complete records past
 // where the last pass stopped; a torn tail is read again next time. The
 // segment dir is listed only for a segment a head names that this node
 // does not know, after a read found a peer's segment gone, and at most
@@ -191,6 +194,7 @@ class PeerLog {
     bool listed = false;
     bool read = false;      // opened at least once
     bool in_head = false;   // its node's head named it at the last look
+    bool owed = false;      // not named, and its node's head moved since its last read
     uint64_t short_of = 0;  // a read up to this head end stopped short of it
   };
   struct View {

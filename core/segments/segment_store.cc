@@ -64,6 +64,7 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     // writer closes (note_closed).
     std::unique_lock l(mu_);
     open_.insert(id);
+    made_id_ = std::max(made_id_, id);
   }
   return std::unique_ptr<SegmentWriter>(new SegmentWriter(this, id, fd));
 }
@@ -71,6 +72,7 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
 void SegmentStore::reserve_ids_through(uint64_t id) {
   std::unique_lock l(mu_);
   next_id_ = std::max(next_id_, id + 1);
+  made_id_ = std::max(made_id_, id);  // a segment the index knows, maybe gone since
 }
 
 void SegmentStore::note_closed(uint64_t id) {
@@ -84,7 +86,7 @@ void SegmentStore::note_closed(uint64_t id) {
 layout::NodeHead SegmentStore::head_state() const {
   std::shared_lock l(mu_);
   layout::NodeHead h;
-  h.last_id = next_id_ - 1;
+  h.last_id = made_id_;
   h.open.reserve(open_.size());
   for (uint64_t id : open_)  // one with nothing complete yet says nothing to a peer
     if (auto it = segs_.find(id); it != segs_.end() && it->second.valid)

@@ -246,9 +246,13 @@ class SegmentStore : public SpaceUsage {
   std::set<uint64_t> open_;                         // ids of segs_ with open set; guarded by mu_
   std::unordered_map<uint64_t, std::shared_ptr<ReadFd>> read_fds_;  // guarded by mu_
   uint64_t next_id_ = 1;                                            // guarded by mu_
-  std::unordered_map<uint64_t, std::string> foreign_;               // guarded by mu_
-  std::unordered_map<std::string, uint64_t> foreign_ids_;           // guarded by mu_
-  uint64_t next_foreign_ = 1;                                       // guarded by mu_
+  // The newest id whose file exists (or existed): the head's last_id. Not
+  // next_id_ - 1, which an id taken and not yet created would put ahead of
+  // the listing a peer makes for it. Guarded by mu_.
+  uint64_t made_id_ = 0;
+  std::unordered_map<uint64_t, std::string> foreign_;      // guarded by mu_
+  std::unordered_map<std::string, uint64_t> foreign_ids_;  // guarded by mu_
+  uint64_t next_foreign_ = 1;                              // guarded by mu_
   std::atomic<bool> foreign_missing_{false};
   // Shared and writable only; set at Open, then only read.
   std::unique_ptr<HeadPublisher> head_;

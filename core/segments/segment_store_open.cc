@@ -355,6 +355,8 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
       spdlog::warn("cannot seal segment {} (chmod): {}", path, std::strerror(errno));
   }
 
+  s->made_id_ = s->next_id_ - 1;  // every id so far has (or had) its file
+
   // The head (disk_layout.h): no segment open yet. Without one peers follow
   // this node from the listing of segments/, as before heads.
   if (s->shared_ && !cfg.read_only) {
