@@ -6,8 +6,8 @@ Server requests are nfsemu's counters (every FUSE request it got, by kind;
 forget is left out: it never reaches an NFS server) between two snapshots,
 per second of the emulator's uptime between them. Peer passes are the sum of
 the nodes' own counters over the idle window after the replay; their share
-of the requests during the replay is estimated from the listings and opens
-the nodes counted then (peer_share)."""
+of the requests during the replay is estimated from the listings, opens and
+renames the nodes counted then, at a fixed cost each (peer_share)."""
 import json
 import sys
 
@@ -60,23 +60,26 @@ LIST_KINDS = ["opendir", "readdir", "releasedir"]
 OPEN_KINDS = ["open", "read", "getattr", "release", "lookup"]
 
 
+# What one of a pass's backing calls costs the server, in the emulator's
+# requests: a listing is OPENDIR, READDIR (one for a dir of a few hundred
+# names), RELEASEDIR; a segment open is OPEN, READ, GETATTR, FLUSH, RELEASE
+# (4.95 a open measured in the idle window of the run before heads,
+# results/fleet-lan-nfs-noheads.jsonl at N=16, where nearly every request
+# was a pass's); a head rename is one RENAME.
+PER_LIST, PER_OPEN = 3.0, 5.0
+
+
 def peer_share(n):
     """The peer passes' requests per second during the replay: their
-    listings (of segments/ and of heads/) and segment opens (the nodes'
-    counters) at what each cost in the idle window after it (the
-    emulator's requests of those kinds per listing and per open; 3 per
-    listing and 4 per open where that window had none), and one request
-    per rename of a node's own head. None without the counters (a kvfs
-    before them)."""
-    rp, i1 = rate(n, "replay0", "replay1"), rate(n, "after0", "after1")
-    pr, pa = peer(n, "replay0", "replay1"), peer(n, "after0", "after1")
-    if not (rp and i1 and pr and pa) or not pa["passes"]:
+    listings (of segments/ and of heads/), segment opens and head renames
+    (the nodes' own counters) at PER_LIST, PER_OPEN and one request each.
+    (An estimate from the idle window after the replay overstated it once
+    heads left that window with few opens: its other requests were charged
+    to them.) None without the counters (a kvfs before them)."""
+    rp, pr = rate(n, "replay0", "replay1"), peer(n, "replay0", "replay1")
+    if not (rp and pr):
         return None
-    lists = pa["listings"] + pa["heads"]
-    per_list = sum(i1.get(k, 0) for k in LIST_KINDS) * i1["seconds"] / lists if lists else 3.0
-    per_open = (sum(i1.get(k, 0) for k in OPEN_KINDS) * i1["seconds"] / pa["opens"]
-                if pa["opens"] else 4.0)
-    return ((pr["listings"] + pr["heads"]) * per_list + pr["opens"] * per_open
+    return ((pr["listings"] + pr["heads"]) * PER_LIST + pr["opens"] * PER_OPEN
             + pr["renames"]) / rp["seconds"]
 
 

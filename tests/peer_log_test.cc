@@ -361,5 +361,18 @@ TEST_F(PeerLogTest, ALoneNodeListsOnlyOncePerRestPeriod) {
   EXPECT_TRUE(b.find("new").has_value());
 }
 
+// The follower's pause: peer_poll; longer after a slow pass, and after one
+// that opened many segments (a fleet whose every node writes), within
+// bounds.
+TEST(PeerLogPause, GrowsWithASlowPassOrManyOpensWithinBounds) {
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(0.2, 0.001, 0), 0.2);
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(0.2, 0.001, 2), 0.2);    // two nodes: as set
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(0.2, 0.001, 8), 0.4);    // 20 opens a second
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(0.2, 0.001, 500), 0.5);  // at most half a second
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(0.2, 1.0, 0), 2.0);      // a slow pass: twice it
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(0.2, 60, 0), 5.0);       // at most 5 s
+  EXPECT_DOUBLE_EQ(PeerLog::follow_pause_s(2, 0.001, 500), 2.0);    // a longer peer_poll
+}
+
 }  // namespace
 }  // namespace kvfs

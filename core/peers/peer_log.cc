@@ -73,16 +73,20 @@ void PeerLog::stop() {
   if (th_.joinable()) th_.join();
 }
 
+double PeerLog::follow_pause_s(double interval_s, double last_pass_s, uint64_t opens) {
+  // A slow dir gets fewer passes: the thread spends at most about a third
+  // of its time in them.
+  const double slow = std::min(2 * last_pass_s, kMaxPauseS);
+  const double busy = std::min(static_cast<double>(opens) / kOpenBudget, kMaxOpenPauseS);
+  return std::max({interval_s, slow, busy});
+}
+
 void PeerLog::run(double interval_s) {
-  const auto step = std::chrono::duration<double>(interval_s);
   std::chrono::duration<double> last{0};
   for (;;) {
     {
-      // A slow dir (a busy or far server) gets fewer passes: the thread
-      // spends at most about a third of its time in them, up to a pause of
-      // kMaxPause between passes.
-      const auto pause = std::max<std::chrono::duration<double>>(
-          step, std::min<std::chrono::duration<double>>(2 * last, kMaxPause));
+      const auto pause = std::chrono::duration<double>(
+          follow_pause_s(interval_s, last.count(), last_opens_.load(std::memory_order_relaxed)));
       std::unique_lock l(stop_mu_);
       if (stop_cv_.wait_for(l, pause, [&] { return stop_; })) return;
     }
@@ -430,6 +434,7 @@ Status PeerLog::poll(Pass kind) {
       if (!failed.count(v.first)) v.second.last_full_ns = now;
     pass_done_locked(began, listing, awake, opens, !first.ok());
     listener = listener_;
+    last_opens_.store(opens, std::memory_order_relaxed);
   }
   if (listener) {  // every pass: the owner also does its periodic work there
     std::sort(changed.begin(), changed.end());

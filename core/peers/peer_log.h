@@ -54,6 +54,7 @@
 // not: it may call find() and children().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -157,6 +158,15 @@ class PeerLog {
   Status poll(Pass kind = Pass::kFull);
   void start(double interval_s);
   void stop();  // idempotent
+  // The follower thread's pause after a pass: interval_s; after a slow
+  // pass (a busy or far server) twice its length, up to kMaxPauseS; and,
+  // after a pass that opened many peer segments (a fleet whose every node
+  // writes: the opens grow as N - 1 per pass), long enough that the passes
+  // open at most kOpenBudget segments a second, up to kMaxOpenPauseS (10
+  // passes, a listing while heads move, stay within the default
+  // segment_grace). Visibility then grows a little instead of the server's
+  // load growing with the fleet.
+  static double follow_pause_s(double interval_s, double last_pass_s, uint64_t opens);
 
   // The version of path that peers offer, if any: a directory if any peer
   // has one there; else the file with the newest mtime, ties to the lowest
@@ -227,7 +237,8 @@ class PeerLog {
   static constexpr uint32_t kQuietPasses = 5;
   static constexpr uint64_t kRestEvery = 5;
   static constexpr uint64_t kListEvery = 10, kStaleEvery = 150, kDiscoverEvery = 300;
-  static constexpr std::chrono::seconds kMaxPause{5};
+  static constexpr double kMaxPauseS = 5, kOpenBudget = 20, kMaxOpenPauseS = 0.5;
+  std::atomic<uint64_t> last_opens_{0};  // the last pass's segment opens, for run()
   std::mutex pass_mu_;
   std::map<std::pair<std::string, uint64_t>, Seg> seg_table_;  // guarded by pass_mu_
   uint64_t pass_no_ = 0;                                       // guarded by pass_mu_
