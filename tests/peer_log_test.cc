@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
+#include <string>
 
 #include "core/backing/disk_layout.h"
 #include "core/segments/segment_store.h"
@@ -69,6 +71,23 @@ class PeerLogTest : public PeerFilesTest {
     for (auto& e : std::filesystem::directory_iterator(layout::head_dir(root_ + "/backing")))
       if (auto h = layout::parse_head_name(e.path().filename().string()); h && h->node == node)
         std::filesystem::remove(e.path());
+  }
+
+  // Each of segs (names in the segment dir) a symlink loop until
+  // restore_opens(): its open fails (ELOOP), as on a stalled server.
+  void break_opens(const std::set<std::string>& segs) {
+    const std::string dir = layout::segment_dir(root_ + "/backing");
+    for (const std::string& n : segs) {
+      ASSERT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
+      ASSERT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
+    }
+  }
+  void restore_opens(const std::set<std::string>& segs) {
+    const std::string dir = layout::segment_dir(root_ + "/backing");
+    for (const std::string& n : segs) {
+      ASSERT_EQ(::unlink((dir + "/" + n).c_str()), 0);
+      ASSERT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
+    }
   }
 
   // How many of node's segments are sealed.
@@ -236,16 +255,9 @@ TEST_F(PeerLogTest, AFailedLastReadOfASegmentThatLeftTheHeadIsTriedAgain) {
   put(a, kRootIno, "f2", "two");
   const std::set<std::string> segs = segments_of("a");
   close("a");  // every writer closes: out of a's head
-  const std::string dir = layout::segment_dir(root_ + "/backing");
-  for (const std::string& n : segs) {  // a symlink loop: the open fails (ELOOP)
-    ASSERT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
-    ASSERT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
-  }
+  break_opens(segs);
   EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
-  for (const std::string& n : segs) {
-    ASSERT_EQ(::unlink((dir + "/" + n).c_str()), 0);
-    ASSERT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
-  }
+  restore_opens(segs);
   ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
   EXPECT_TRUE(b.find("f2").has_value());
 }
@@ -279,16 +291,9 @@ TEST_F(PeerLogTest, ALookThatAHeadsMoveOwesIsTriedAgainUntilItSucceeds) {
   put(a, kRootIno, "f2", "two");
   const std::set<std::string> segs = segments_of("a");
   close("a");
-  const std::string dir = layout::segment_dir(root_ + "/backing");
-  for (const std::string& n : segs) {  // a symlink loop: the open fails (ELOOP)
-    ASSERT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
-    ASSERT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
-  }
+  break_opens(segs);
   EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
-  for (const std::string& n : segs) {
-    ASSERT_EQ(::unlink((dir + "/" + n).c_str()), 0);
-    ASSERT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
-  }
+  restore_opens(segs);
   ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
   EXPECT_TRUE(b.find("f2").has_value());
 }
