@@ -56,14 +56,10 @@ def peer(n, a, b):
                 rss_mean=sum(rss) / len(rss), rss_max=max(rss), hwm_max=max(hwm))
 
 
-LIST_KINDS = ["opendir", "readdir", "releasedir"]
-OPEN_KINDS = ["open", "read", "getattr", "release", "lookup"]
-
-
 # What one of a pass's backing calls costs the server, in the emulator's
 # requests: a listing is OPENDIR, READDIR (one for a dir of a few hundred
 # names), RELEASEDIR; a segment open is OPEN, READ, GETATTR, FLUSH, RELEASE
-# (4.95 a open measured in the idle window of the run before heads,
+# (4.95 an open measured in the idle window of the run before heads,
 # results/fleet-lan-nfs-noheads.jsonl at N=16, where nearly every request
 # was a pass's); a head rename is one RENAME.
 PER_LIST, PER_OPEN = 3.0, 5.0

@@ -255,9 +255,9 @@ TEST_F(PeerLogTest, AFailedLastReadOfASegmentThatLeftTheHeadIsTriedAgain) {
   put(a, kRootIno, "f2", "two");
   const std::set<std::string> segs = segments_of("a");
   close("a");  // every writer closes: out of a's head
-  break_opens(segs);
+  ASSERT_NO_FATAL_FAILURE(break_opens(segs));
   EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
-  restore_opens(segs);
+  ASSERT_NO_FATAL_FAILURE(restore_opens(segs));
   ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
   EXPECT_TRUE(b.find("f2").has_value());
 }
@@ -291,11 +291,39 @@ TEST_F(PeerLogTest, ALookThatAHeadsMoveOwesIsTriedAgainUntilItSucceeds) {
   put(a, kRootIno, "f2", "two");
   const std::set<std::string> segs = segments_of("a");
   close("a");
-  break_opens(segs);
+  ASSERT_NO_FATAL_FAILURE(break_opens(segs));
   EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
-  restore_opens(segs);
+  ASSERT_NO_FATAL_FAILURE(restore_opens(segs));
   ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
   EXPECT_TRUE(b.find("f2").has_value());
+}
+
+// A closed segment whose seal failed (a backing fs that refuses chmod)
+// stays unsealed: once read to its end it is not looked at again at each
+// move of its node's head, only the segments that moved are.
+TEST_F(PeerLogTest, AClosedSegmentWhoseSealFailedIsNotReopenedAtEveryMove) {
+  put(node("a"), kRootIno, "f1", "one");
+  const std::set<std::string> closed = segments_of("a");
+  close("a");
+  BlockStore& a = node("a");  // (a mount seals what it finds unsealed: after it)
+  const std::string dir = layout::segment_dir(root_ + "/backing");
+  for (const std::string& n : closed) ASSERT_EQ(::chmod((dir + "/" + n).c_str(), 0600), 0);
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  put(a, kRootIno, "f2", "two");
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());  // owed once more: nothing new in them
+  for (int i = 3; i < 8; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    const layout::NodeHead before = head_of("a");
+    put(a, kRootIno, name, name);
+    size_t moved = 0;
+    for (const auto& [id, end] : head_of("a").open)
+      moved += std::find(before.open.begin(), before.open.end(), std::make_pair(id, end)) ==
+               before.open.end();
+    const PeerStats d = passes(1, PeerLog::Pass::kFollow);
+    EXPECT_EQ(d.segment_opens, moved) << name;
+    EXPECT_TRUE(b.find(name).has_value()) << name;
+  }
 }
 
 // A head that stopped moving (its node's renames fail, or it went back to a

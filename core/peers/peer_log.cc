@@ -152,6 +152,7 @@ Status PeerLog::poll(Pass kind) {
   // as if none had moved.
   std::set<std::string> moved;
   std::map<std::string, layout::NodeHead> before;  // heads_ as the last pass left them
+  std::set<std::pair<std::string, uint64_t>> gone_before;
   bool heads_listed = false;
   if (awake) {
     auto fresh = std::make_shared<std::map<std::string, layout::NodeHead>>();
@@ -167,6 +168,7 @@ Status PeerLog::poll(Pass kind) {
       }
       // A segment found gone while a head still named it is left alone
       // until that head moves on (a node killed and then retired).
+      gone_before = gone_named_;
       std::erase_if(gone_named_, [&](const auto& k) {
         auto h = fresh->find(k.first);
         return h == fresh->end() ||
@@ -213,7 +215,10 @@ Status PeerLog::poll(Pass kind) {
                       [dir = dir_, names] { return list_segments(dir, names.get()); });
         !s.ok()) {
       // The heads as before, so that the next pass sees what moved again.
-      if (heads_listed) heads_ = std::move(before);
+      if (heads_listed) {
+        heads_ = std::move(before);
+        gone_named_ = std::move(gone_before);
+      }
       std::lock_guard l(mu_);
       pass_done_locked(began, true, awake, 0, true);  // every peer's lag grows (last_full_ns stays)
       return s;
@@ -324,7 +329,11 @@ Status PeerLog::poll(Pass kind) {
       // it may have been written and closed between two passes, so it
       // never showed in a head this node listed: a move of that head owes
       // it a look, until a read of it succeeds.
-      if (!named && !s.sealed && k.second >= hot_from[k.first] && moved.count(k.first))
+      // (Not one whose last read found records and nothing new: named
+      // while open, it has closed and been read since; one whose seal
+      // failed would be owed at every move.)
+      if (!named && !s.sealed && k.second >= hot_from[k.first] && moved.count(k.first) &&
+          (s.pos == 0 || s.grew))
         s.owed = true;
       bool look = !s.read || (named && (moved_on || s.partial || stale_look)) ||
                   (!named && (s.in_head || s.owed)) || (!named && !s.sealed && old_turn.count(k));
@@ -382,9 +391,9 @@ Status PeerLog::poll(Pass kind) {
     s.partial = out->partial && !out->sealed;  // a sealed tail never completes
     reads.push_back({&s, std::move(out)});
   }
-  // A segment that left the listing while not named (its owner reclaimed
-  // it, or a listing that missed it): the dir is listed again within
-  // kListEvery passes, as while heads move, to see which.
+  // A segment that left the listing (its owner reclaimed it, or a listing
+  // missed it) or was found gone: the dir is listed again within
+  // kListEvery passes, as while heads move, to see what else went.
   if (!gone.empty()) heads_moved_ = true;
   for (auto& [node, changed] : active) {
     uint32_t& q = quiet_[node];
@@ -434,7 +443,7 @@ Status PeerLog::poll(Pass kind) {
       if (!failed.count(v.first)) v.second.last_full_ns = now;
     pass_done_locked(began, listing, awake, opens, !first.ok());
     listener = listener_;
-    last_opens_.store(opens, std::memory_order_relaxed);
+    if (kind == Pass::kFollow) last_opens_.store(opens, std::memory_order_relaxed);
   }
   if (listener) {  // every pass: the owner also does its periodic work there
     std::sort(changed.begin(), changed.end());

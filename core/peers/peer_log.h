@@ -16,8 +16,8 @@
 // where the last pass stopped; a torn tail is read again next time. The
 // segment dir is listed only for a segment a head names that this node
 // does not know, after a read found a peer's segment gone, and at most
-// every kListEvery passes while heads move (a peer's reclaimed segments
-// leave the listing), so a pass costs one small
+// every kListEvery passes while heads move or after a pass found a segment
+// gone (a peer's reclaimed segments leave the listing), so a pass costs one small
 // listing plus the segments that moved, however many segments the dir
 // holds. A head that stays unchanged is looked past every kStaleEvery
 // passes (a node killed between a sync and its rename). A head whose
@@ -163,7 +163,7 @@ class PeerLog {
   // after a pass that opened many peer segments (a fleet whose every node
   // writes: the opens grow as N - 1 per pass), long enough that the passes
   // open at most kOpenBudget segments a second, up to kMaxOpenPauseS (10
-  // passes, a listing while heads move, stay within the default
+  // passes, a listing while heads move, take about the default
   // segment_grace). Visibility then grows a little instead of the server's
   // load growing with the fleet.
   static double follow_pause_s(double interval_s, double last_pass_s, uint64_t opens);
@@ -246,7 +246,8 @@ class PeerLog {
   std::map<std::string, uint64_t> old_cursor_;  // node -> last old segment checked; pass_mu_
   // Heads (disk_layout.h), all guarded by pass_mu_: the peers' heads as
   // last listed; node -> the head's last_id when the dir was last listed
-  // for it; the pass of the last listing; whether a head moved since.
+  // for it; the pass of the last listing; whether a head moved (or a
+  // segment was found gone) since.
   std::map<std::string, layout::NodeHead> heads_;
   std::map<std::string, uint64_t> listed_for_;
   std::set<std::pair<std::string, uint64_t>> gone_named_;  // found gone while a head named it

@@ -55,6 +55,10 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     segs_.erase(id);
     return s;
   }
+  {
+    std::unique_lock l(mu_);
+    made_id_ = std::max(made_id_, id);  // its file exists, whatever the dir sync says
+  }
   if (Status s = sync_dir(dir_); !s.ok()) {
     ::close(fd);
     return s;
@@ -64,7 +68,6 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     // writer closes (note_closed).
     std::unique_lock l(mu_);
     open_.insert(id);
-    made_id_ = std::max(made_id_, id);
   }
   return std::unique_ptr<SegmentWriter>(new SegmentWriter(this, id, fd));
 }
