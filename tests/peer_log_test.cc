@@ -65,6 +65,15 @@ class PeerLogTest : public PeerFilesTest {
         out = *h;
     return out;
   }
+  // How many of the segments node's head names now have an end that
+  // before did not name.
+  size_t moved_since(const std::string& node, const layout::NodeHead& before) {
+    size_t moved = 0;
+    for (const auto& [id, end] : head_of(node).open)
+      moved += std::find(before.open.begin(), before.open.end(), std::make_pair(id, end)) ==
+               before.open.end();
+    return moved;
+  }
   // What an older kvfs leaves: no head (its segments are followed from the
   // listing).
   void drop_head(const std::string& node) {
@@ -172,10 +181,7 @@ TEST_F(PeerLogTest, AnActivePeerIsSeenByTheNextPassWhichOpensOnlyWhatMoved) {
     put(a, kRootIno, name, name);
     // The segments whose end moved (the file's, and any other batch a's
     // flushers synced meanwhile), no other: a's head says which.
-    size_t moved = 0;
-    for (const auto& [id, end] : head_of("a").open)
-      moved += std::find(before.open.begin(), before.open.end(), std::make_pair(id, end)) ==
-               before.open.end();
+    const size_t moved = moved_since("a", before);
     ASSERT_GE(moved, 1u) << name;
     const PeerStats d = passes(1, PeerLog::Pass::kFollow);
     EXPECT_EQ(d.head_listings, 1u) << name;
@@ -312,10 +318,7 @@ TEST_F(PeerLogTest, AClosedSegmentWhoseSealFailedIsNotReopenedAtEveryMove) {
     const std::string name = "f" + std::to_string(i);
     const layout::NodeHead before = head_of("a");
     put(a, kRootIno, name, name);
-    size_t moved = 0;
-    for (const auto& [id, end] : head_of("a").open)
-      moved += std::find(before.open.begin(), before.open.end(), std::make_pair(id, end)) ==
-               before.open.end();
+    const size_t moved = moved_since("a", before);
     const PeerStats d = passes(1, PeerLog::Pass::kFollow);
     EXPECT_EQ(d.segment_opens, moved) << name;
     EXPECT_TRUE(b.find(name).has_value()) << name;
