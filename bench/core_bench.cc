@@ -149,7 +149,7 @@ int evict(uint64_t n) {
   EvictRequest r;
   r.kind = EvictRequest::Kind::kAll;
   double c0 = cpu_seconds(), e0 = wall();
-  auto res = t.store->evict(r);
+  auto res = t.store->admin().evict(r);
   double c1 = cpu_seconds(), e1 = wall();
   if (!res.ok()) return 1;
   std::printf(
@@ -191,8 +191,8 @@ int policy() {
       }
     }
     (void)t.store->flush_all();
-    StoreStats s = t.store->stats();
-    EvictorStats e = t.store->evictor_stats();
+    StoreStats s = t.store->admin().stats();
+    EvictorStats e = t.store->admin().evictor_stats();
     const double wa =
         s.flushed_bytes ? double(s.flushed_bytes) / double(s.flushed_bytes - e.reclaim_copied_bytes)
                         : 0;
@@ -275,7 +275,7 @@ int load_open(const std::string& dir, int reps) {
       std::fprintf(stderr, "open: %s\n", s.status().ToString().c_str());
       return 1;
     }
-    uint64_t inodes = (*s)->stats().inodes;
+    uint64_t inodes = (*s)->admin().stats().inodes;
     const long rss = rss_mib();
     double w2 = wall();
     (void)(*s)->Close();

@@ -59,12 +59,12 @@ json latency(const LatencyHistogram& h) {
 // and the latency histograms.
 json stats_json(BlockStore& st, OpLatencies& lat) {
   stats::Snapshot snap;
-  snap.store = st.stats();
-  snap.evict = st.evictor_stats();
-  snap.backing = st.backing_io_stats();
+  snap.store = st.admin().stats();
+  snap.evict = st.admin().evictor_stats();
+  snap.backing = st.admin().backing_io_stats();
   snap.catch_up = st.catch_up_stats();
   snap.rebuilt_index = st.rebuilt_index();
-  snap.io_timeout_s = st.live_config().io_timeout_s;
+  snap.io_timeout_s = st.admin().live_config().io_timeout_s;
   json r = stats::to_json(snap);
   r["latency"] = json{{"lookup", latency(lat.lookup)}, {"read", latency(lat.read)},
                       {"write", latency(lat.write)},   {"create", latency(lat.create)},
@@ -74,7 +74,7 @@ json stats_json(BlockStore& st, OpLatencies& lat) {
 
 // The settings now: the store's live ones, and the log level as last set.
 MountConfig live_config(BlockStore& st, const FsConfig& cfg) {
-  MountConfig c{st.live_config(), cfg};
+  MountConfig c{st.admin().live_config(), cfg};
   c.fs.log_level = spdlog::level::to_string_view(spdlog::get_level()).data();
   return c;
 }
@@ -135,7 +135,7 @@ json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
   }
   if (Status s = cand.validate(); !s.ok()) return error(s);
   const json before = config_json(st, cfg);
-  if (Status s = st.reconfigure(cand.store); !s.ok()) return error(s);
+  if (Status s = st.admin().reconfigure(cand.store); !s.ok()) return error(s);
   if (cand.fs.log_level != before.value("log_level", "")) {
     spdlog::set_level(spdlog::level::from_str(cand.fs.log_level));
     spdlog::info("log level set to {}", cand.fs.log_level);
@@ -155,7 +155,7 @@ json evict(BlockStore& st, const json& req) {
   r.force = req.value("force", false);
   r.dry_run = req.value("dry_run", false);
   auto ino_of = [&](const std::string& p) -> Result<uint64_t> {
-    auto r = st.resolve(p);
+    auto r = st.admin().resolve(p);
     if (!r.ok() && r.status().code() == Status::Code::kNotFound)
       return Status::NotFound("no such file or directory: '" + p + "'");
     return r;
@@ -191,7 +191,7 @@ json evict(BlockStore& st, const json& req) {
     for (const auto& [ino, is_dir] : matches) {
       r.kind = is_dir ? EvictRequest::Kind::kPrefix : EvictRequest::Kind::kPath;
       r.ino = ino;
-      auto res = st.evict(r);
+      auto res = st.admin().evict(r);
       if (!res.ok()) {
         if (res.status().code() == Status::Code::kNotFound) continue;  // gone meanwhile
         return error(res.status());
@@ -218,7 +218,7 @@ json evict(BlockStore& st, const json& req) {
   } else {
     return error(Status::Invalid("unknown evict mode '" + mode + "'"));
   }
-  auto res = st.evict(r);
+  auto res = st.admin().evict(r);
   if (!res.ok()) return error(res.status());
   return json{{"files", res->files},
               {"bytes", res->bytes},
@@ -256,7 +256,7 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
         Status s = st.flush_all();
         reply = s.ok() ? json{{"flushed", true}} : error(s);
       } else {
-        st.flush_async();
+        st.admin().flush_async();
         reply = json{{"queued", true}};
       }
     } else if (cmd == "retire") {
@@ -273,16 +273,16 @@ std::string control_execute(BlockStore& st, const FsConfig& cfg, OpLatencies& la
                                {"segments_deleted", r->segments_deleted}};
       }
     } else if (cmd == "housekeep") {
-      reply = privileged ? json{{"removed", st.housekeep()}} : deny();
+      reply = privileged ? json{{"removed", st.admin().housekeep()}} : deny();
     } else if (cmd == "ls") {
-      auto ino = st.resolve(req.value("path", ""));
+      auto ino = st.admin().resolve(req.value("path", ""));
       if (!ino.ok()) {
         reply = error(
             ino.status().code() == Status::Code::kNotFound
                 ? Status::NotFound("no such file or directory: '" + req.value("path", "") + "'")
                 : ino.status());
       } else {  // ls() of a file is NotDir; no getattr: inspecting is no use
-        auto ls = st.ls(*ino);
+        auto ls = st.admin().ls(*ino);
         if (!ls.ok()) {
           reply = error(ls.status());
         } else {

@@ -321,7 +321,7 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
   guarded(req, [&] {
-    StatFs s = ctx(req).store->statfs();
+    StatFs s = ctx(req).store->admin().statfs();
     struct statvfs v;
     std::memset(&v, 0, sizeof(v));
     v.f_bsize = 4096;

@@ -235,9 +235,10 @@ int serve(ParsedArgs& pa, bool background) {
         "mounted {} on {}: ram_size={} capacity={} segment_size={} index_dir={} node_id={} "
         "threads={} flush_threads={} evict_grace={}s io_timeout={}s",
         c.backing_dir, pa.fs.mountpoint, format_size((*store)->ram().capacity()),
-        format_size((*store)->capacity()), format_size(c.segment_size), c.index_dir,
-        (*store)->node_id(), pa.fs.threads, c.flush_threads, (*store)->live_config().evict_grace_s,
-        (*store)->live_config().io_timeout_s);
+        format_size((*store)->admin().capacity()), format_size(c.segment_size), c.index_dir,
+        (*store)->node_id(), pa.fs.threads, c.flush_threads,
+        (*store)->admin().live_config().evict_grace_s,
+        (*store)->admin().live_config().io_timeout_s);
     // ram_size above the machine's memory is refused (StoreConfig::validate);
     // above what is free now it is allowed (the tier fills as files are
     // written, and other processes may leave), but said once, at mount:

@@ -143,7 +143,7 @@ TEST_F(StoreTest, ParallelStartupLoadsTheSameTree) {
     while (!todo.empty()) {
       uint64_t d = todo.back();
       todo.pop_back();
-      auto ls = store_->ls(d);
+      auto ls = store_->admin().ls(d);
       EXPECT_TRUE(ls.ok());
       if (!ls.ok()) break;
       for (auto& e : *ls) {
@@ -309,7 +309,7 @@ TEST_F(StoreTest, RemovedFileOpensUntilTheKernelForgetsIt) {
   r.kind = EvictRequest::Kind::kPath;
   r.ino = evicted;
   r.force = true;
-  auto res = store_->evict(r);
+  auto res = store_->admin().evict(r);
   ASSERT_TRUE(res.ok()) << res.status().ToString();
   ASSERT_EQ(res->files, 1u);
   EXPECT_EQ(store_->open(evicted, O_RDONLY).status().code(), Status::Code::kNotFound);
@@ -325,7 +325,7 @@ TEST_F(StoreTest, ColdReadsComeFromSegments) {
   }
   reopen(16 << 20);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(get(kRootIno, "f" + std::to_string(i)), data[i]);
-  auto st = store_->stats();
+  auto st = store_->admin().stats();
   EXPECT_GT(st.backing_reads, 0u);
   EXPECT_LE(st.ram.clean_bytes + st.ram.dirty_bytes, 16u << 20);
 }
@@ -340,7 +340,7 @@ TEST_F(StoreTest, ABlockReadInPiecesIsReadFromTheSegmentOnceThoughRamLetsItGo) {
   prefetch_bytes_ = 0;  // nothing read ahead: each read below is the client's
   reopen(16 << 20);
   auto tier_of_f = [&] {
-    auto ls = store_->ls(kRootIno);
+    auto ls = store_->admin().ls(kRootIno);
     EXPECT_TRUE(ls.ok());
     if (!ls.ok()) return std::string("?");
     for (const LsEntry& e : *ls)
@@ -357,22 +357,22 @@ TEST_F(StoreTest, ABlockReadInPiecesIsReadFromTheSegmentOnceThoughRamLetsItGo) {
   auto f = store_->open(ino, O_RDWR);  // as the NIXL adapter opens a load
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(piece(*f, 0, kBlockSize / 4), d.substr(0, kBlockSize / 4));
-  EXPECT_EQ(store_->stats().held_bytes, kBlockSize);
+  EXPECT_EQ(store_->admin().stats().held_bytes, kBlockSize);
   // Newer data through the 16 MiB tier: f's block leaves RAM.
   put(kRootIno, "new", pattern(24 * kBlockSize, 31));
   ASSERT_EQ(tier_of_f(), "backing");
-  const uint64_t reads = store_->stats().backing_reads;
+  const uint64_t reads = store_->admin().stats().backing_reads;
   EXPECT_EQ(piece(*f, kBlockSize / 4, kBlockSize), d.substr(kBlockSize / 4));
-  EXPECT_EQ(store_->stats().backing_reads, reads) << "the rest of the block crossed again";
-  EXPECT_EQ(store_->stats().held_block_hits, 1u);
+  EXPECT_EQ(store_->admin().stats().backing_reads, reads) << "the rest of the block crossed again";
+  EXPECT_EQ(store_->admin().stats().held_block_hits, 1u);
   // Another open reads it again: the RAM tier had let it go.
   auto g = store_->open(ino, O_RDONLY);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(piece(*g, kBlockSize / 4, kBlockSize), d.substr(kBlockSize / 4));
-  EXPECT_EQ(store_->stats().backing_reads, reads + 1);
+  EXPECT_EQ(store_->admin().stats().backing_reads, reads + 1);
   store_->release(*f);
   store_->release(*g);
-  EXPECT_EQ(store_->stats().held_bytes, 0u);
+  EXPECT_EQ(store_->admin().stats().held_bytes, 0u);
 }
 
 TEST_F(StoreTest, WritesLargerThanRamAreNotLost) {
@@ -383,7 +383,7 @@ TEST_F(StoreTest, WritesLargerThanRamAreNotLost) {
   ASSERT_TRUE(f.ok());
   for (size_t off = 0; off < d.size(); off += kBlockSize)
     ASSERT_TRUE(store_->write(*f, off, d.data() + off, kBlockSize).ok());
-  EXPECT_LE(store_->stats().ram.dirty_bytes, 17u << 20);
+  EXPECT_LE(store_->admin().stats().ram.dirty_bytes, 17u << 20);
   store_->release(*f);
   EXPECT_EQ(get(kRootIno, "big"), d);
   reopen(16 << 20);
@@ -421,7 +421,7 @@ TEST_F(StoreTest, CorruptSegmentGivesEioAndDropsTheFile) {
   EXPECT_EQ(st.code(), Status::Code::kIOError);
   EXPECT_FALSE(store_->lookup(kRootIno, "victim").ok()) << "a damaged file must become a miss";
   EXPECT_EQ(get(kRootIno, "other"), other);
-  EXPECT_EQ(store_->stats().checksum_errors, 1u);
+  EXPECT_EQ(store_->admin().stats().checksum_errors, 1u);
 }
 
 TEST_F(StoreTest, TruncateIntoAFlushedBlock) {
@@ -458,7 +458,7 @@ TEST_F(StoreTest, FsyncMakesOneFileDurable) {
   std::string d = pattern(kBlockSize + 3, 50);
   ASSERT_TRUE(store_->write(*f, 0, d.data(), d.size()).ok());
   ASSERT_TRUE(store_->fsync(a.ino).ok());
-  EXPECT_EQ(store_->stats().flushed_files, 1u);
+  EXPECT_EQ(store_->admin().stats().flushed_files, 1u);
   store_->release(*f);
 }
 

@@ -89,7 +89,7 @@ TEST_F(EvictorTest, StaysUnderCapAndEvictsLeastRecentlyUsed) {
   }
   EXPECT_TRUE(exists(kRootIno, "f47"));
   for (int i = 2; i < 20; ++i) EXPECT_FALSE(exists(kRootIno, "f" + std::to_string(i))) << i;
-  auto st = store_->evictor_stats();
+  auto st = store_->admin().evictor_stats();
   EXPECT_GT(st.evicted_capacity, 0u);
   EXPECT_GT(st.segments_deleted, 0u);
 }
@@ -169,8 +169,8 @@ TEST_F(EvictorTest, DeadSpaceInFullerSegmentsIsCompacted) {
   // The cap plus one segment, plus half a segment while a compaction copy is
   // written and its old segment not yet deleted.
   EXPECT_LE(backing_bytes(), 64 * kMiB + 6 * kMiB);
-  EXPECT_GT(store_->evictor_stats().reclaim_copied_bytes, 0u);
-  EXPECT_EQ(store_->evictor_stats().evicted_capacity, 0u);
+  EXPECT_GT(store_->admin().evictor_stats().reclaim_copied_bytes, 0u);
+  EXPECT_EQ(store_->admin().evictor_stats().evicted_capacity, 0u);
   for (int i = 0; i < 72; ++i)
     if (i >= 36 || i % 3 == 0) check(i);
 }
@@ -189,17 +189,17 @@ TEST_F(EvictorTest, AdminModes) {
   EvictRequest r;
   r.kind = EvictRequest::Kind::kPrefix;
   r.ino = d->ino;
-  auto res = store_->evict(r);  // in grace: nothing goes without force
+  auto res = store_->admin().evict(r);  // in grace: nothing goes without force
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->files, 0u);
   EXPECT_EQ(res->skipped, 2u);
   r.force = true;
   r.dry_run = true;
-  res = store_->evict(r);
+  res = store_->admin().evict(r);
   EXPECT_EQ(res->files, 2u);
   EXPECT_TRUE(exists(d->ino, "a"));
   r.dry_run = false;
-  res = store_->evict(r);
+  res = store_->admin().evict(r);
   EXPECT_EQ(res->files, 2u);
   EXPECT_EQ(res->bytes, 2 * kMiB);
   EXPECT_FALSE(exists(d->ino, "a"));
@@ -210,17 +210,17 @@ TEST_F(EvictorTest, AdminModes) {
   p.kind = EvictRequest::Kind::kPath;
   p.ino = store_->lookup(kRootIno, "c")->ino;
   p.force = true;
-  EXPECT_EQ(store_->evict(p)->files, 1u);
+  EXPECT_EQ(store_->admin().evict(p)->files, 1u);
   EXPECT_FALSE(exists(kRootIno, "c"));
 
   ASSERT_TRUE(kvfs::reconfigure_one(*store_, &StoreConfig::evict_grace_s, 0).ok());
   EvictRequest o;
   o.kind = EvictRequest::Kind::kOlderThan;
   o.older_than_s = 3600;  // nothing is that old
-  EXPECT_EQ(store_->evict(o)->files, 0u);
+  EXPECT_EQ(store_->admin().evict(o)->files, 0u);
   EvictRequest all;
   all.kind = EvictRequest::Kind::kAll;
-  EXPECT_EQ(store_->evict(all)->files, 1u);
+  EXPECT_EQ(store_->admin().evict(all)->files, 1u);
   EXPECT_FALSE(exists(kRootIno, "e"));
 }
 
@@ -231,7 +231,7 @@ TEST_F(EvictorTest, ToSizeTakesTheLeastRecentlyUsed) {
   EvictRequest r;
   r.kind = EvictRequest::Kind::kToSize;
   r.target_bytes = 8 * kMiB;  // keep four files' worth
-  auto res = store_->evict(r);
+  auto res = store_->admin().evict(r);
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->files, 4u);
   EXPECT_TRUE(exists(kRootIno, "t0"));
@@ -249,7 +249,7 @@ TEST_F(EvictorTest, ReclaimedSegmentsKeepTheIndexRebuildable) {
     put(d->ino, "r" + std::to_string(i), 4 * kMiB);
     ASSERT_TRUE(exists(d->ino, "r47") || i < 47);
   }
-  ASSERT_GT(store_->evictor_stats().segments_deleted, 0u);
+  ASSERT_GT(store_->admin().evictor_stats().segments_deleted, 0u);
   ASSERT_TRUE(store_->Close().ok());
   store_.reset();
   fs::remove_all(root_ + "/index");
@@ -283,7 +283,7 @@ TEST_F(EvictorTest, WritesRefusedInGraceGoOnOnceTheGraceHasPassed) {
   EXPECT_TRUE(err.ok()) << err.ToString();
   EXPECT_FALSE(exists(kRootIno, "g0"));  // the least recently used went first
   EXPECT_TRUE(exists(kRootIno, "g" + std::to_string(refused - 1)));
-  EXPECT_GT(store_->evictor_stats().evicted_capacity, 0u);
+  EXPECT_GT(store_->admin().evictor_stats().evicted_capacity, 0u);
 }
 
 TEST_F(EvictorTest, OlderThanAndTmpCleanupFollowTheClock) {
@@ -295,19 +295,19 @@ TEST_F(EvictorTest, OlderThanAndTmpCleanupFollowTheClock) {
   EvictRequest o;
   o.kind = EvictRequest::Kind::kOlderThan;
   o.older_than_s = 60;
-  auto res = store_->evict(o);
+  auto res = store_->admin().evict(o);
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->files, 2u);  // old and part.tmp
   EXPECT_FALSE(exists(kRootIno, "old"));
   EXPECT_TRUE(exists(kRootIno, "new"));
 
   put(kRootIno, "next.tmp", kMiB);
-  EXPECT_EQ(store_->housekeep(), 0u);  // minutes old: kept
+  EXPECT_EQ(store_->admin().housekeep(), 0u);  // minutes old: kept
   EXPECT_TRUE(exists(kRootIno, "next.tmp"));
   clock_.advance(3601);
-  EXPECT_LE(store_->housekeep(), 1u);  // the evictor's own pass may have been first
+  EXPECT_LE(store_->admin().housekeep(), 1u);  // the evictor's own pass may have been first
   EXPECT_FALSE(exists(kRootIno, "next.tmp"));
-  EXPECT_EQ(store_->evictor_stats().evicted_tmp, 1u);
+  EXPECT_EQ(store_->admin().evictor_stats().evicted_tmp, 1u);
   EXPECT_TRUE(exists(kRootIno, "new"));
 }
 

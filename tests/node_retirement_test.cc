@@ -45,8 +45,8 @@ TEST_F(NodeRetirementTest, ANodeGoneForGoodIsRetiredIntoAnother) {
   close("b");
   BlockStore& b2 = node("b");
   EXPECT_EQ(get(b2, kRootIno, "y"), d2);
-  EXPECT_GE(b2.stats().files, 3u);
-  ASSERT_TRUE(c.poll_peers().ok());
+  EXPECT_GE(b2.admin().stats().files, 3u);
+  ASSERT_TRUE(c.admin().poll_peers().ok());
   EXPECT_EQ(get(c, kRootIno, "y"), d2) << "c's copy of a's y went; b's is found";
   EXPECT_EQ(get(c, c.lookup(kRootIno, "m")->ino, "x"), d1);
   EXPECT_EQ(get(c, kRootIno, "mine"), "b's");

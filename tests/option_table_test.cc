@@ -184,7 +184,7 @@ class RuntimeConfig : public ::testing::Test {
 TEST_F(RuntimeConfig, AcceptsExactlyTheRuntimeOptions) {
   const json now = request({{"cmd", "config"}});
   ASSERT_FALSE(now.contains("error")) << now.dump();
-  MountConfig live{store_->live_config(), fs_};
+  MountConfig live{store_->admin().live_config(), fs_};
   live.fs.log_level = now.value("log_level", "info");
   for (const MountOption& o : mount_options()) {
     const OptionSpec& s = o.spec();
@@ -207,7 +207,7 @@ TEST_F(RuntimeConfig, ChangesApplyTogetherOrNotAtAll) {
   json r = set({{"evict_grace", "7"}, {"capacity", "2G"}, {"ram_size", "32M"}});
   ASSERT_FALSE(r.contains("error")) << r.dump();
   EXPECT_EQ(r["evict_grace"].get<double>(), 7.0);
-  EXPECT_EQ(store_->capacity(), 2ull << 30);
+  EXPECT_EQ(store_->admin().capacity(), 2ull << 30);
   EXPECT_EQ(store_->ram().capacity(), 32u << 20);
 
   // One bad value, one below a cross-option rule (two segments of 8M), one
@@ -220,16 +220,16 @@ TEST_F(RuntimeConfig, ChangesApplyTogetherOrNotAtAll) {
            {{"evict_grace", "9"}, {"segment_size", "16M"}}}) {
     r = set(bad);
     EXPECT_EQ(r.value("errno", 0), EINVAL) << r.dump();
-    EXPECT_EQ(store_->live_config().evict_grace_s, 7.0)
+    EXPECT_EQ(store_->admin().live_config().evict_grace_s, 7.0)
         << bad[1].first << " let evict_grace through";
   }
-  EXPECT_EQ(store_->capacity(), 2ull << 30);
+  EXPECT_EQ(store_->admin().capacity(), 2ull << 30);
   // The same rules guard the store's one setter, and it refuses a change
   // to a mount-only option.
   auto with = [&](auto field, auto value) {
-    StoreConfig c = store_->live_config();
+    StoreConfig c = store_->admin().live_config();
     c.*field = value;
-    return store_->reconfigure(c).code();
+    return store_->admin().reconfigure(c).code();
   };
   EXPECT_EQ(with(&StoreConfig::capacity, uint64_t(15 << 20)), Status::Code::kInvalid);
   EXPECT_EQ(with(&StoreConfig::capacity, uint64_t(0)), Status::Code::kInvalid);
@@ -237,7 +237,7 @@ TEST_F(RuntimeConfig, ChangesApplyTogetherOrNotAtAll) {
   EXPECT_EQ(with(&StoreConfig::evict_grace_s, -1.0), Status::Code::kInvalid);
   EXPECT_EQ(with(&StoreConfig::ram_size, uint64_t(1 << 20)), Status::Code::kInvalid);
   EXPECT_EQ(with(&StoreConfig::segment_size, uint64_t(16 << 20)), Status::Code::kInvalid);
-  EXPECT_EQ(store_->capacity(), 2ull << 30);
+  EXPECT_EQ(store_->admin().capacity(), 2ull << 30);
   EXPECT_EQ(store_->ram().capacity(), 32u << 20);
 }
 
@@ -250,16 +250,16 @@ TEST_F(RuntimeConfig, EveryRuntimeOptionTakesEffect) {
   for (const StoreOption& o : store_options()) {
     if (!o.spec.runtime) continue;
     ASSERT_TRUE(next.count(o.spec.name)) << o.spec.name << ": give it a value here";
-    StoreConfig c = store_->live_config();
+    StoreConfig c = store_->admin().live_config();
     ASSERT_TRUE(parse_option(o.spec, next.at(o.spec.name), true, o.field(c)).ok());
-    const Status s = store_->reconfigure(c);
+    const Status s = store_->admin().reconfigure(c);
     ASSERT_TRUE(s.ok()) << o.spec.name << ": " << s.ToString();
-    StoreConfig live = store_->live_config();
+    StoreConfig live = store_->admin().live_config();
     EXPECT_EQ(option_text(o.spec, o.field(live)), option_text(o.spec, o.field(c))) << o.spec.name;
   }
   EXPECT_EQ(store_->ram().capacity(), 48u << 20);
-  EXPECT_EQ(store_->capacity(), 3ull << 30);
-  EXPECT_EQ(store_->live_config().io_timeout_s, 7.0);
+  EXPECT_EQ(store_->admin().capacity(), 3ull << 30);
+  EXPECT_EQ(store_->admin().live_config().io_timeout_s, 7.0);
 }
 
 std::vector<std::string> man_lines(const char* page) {

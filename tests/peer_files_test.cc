@@ -22,7 +22,7 @@ TEST_F(PeerFilesTest, AFileCommittedOnOneNodeIsReadBitExactOnAnother) {
   const std::string d = pattern(3 * kMiB + 123, 1);
   put(a, dir(a, dir(a, kRootIno, "model"), "layer0"), "chunk", d);
   EXPECT_EQ(get(b, kRootIno, "model"), "<missing>") << "not polled yet: B has not seen it";
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   auto m = b.lookup(kRootIno, "model");
   ASSERT_TRUE(m.ok());
   EXPECT_TRUE(S_ISDIR(m->mode));
@@ -33,7 +33,7 @@ TEST_F(PeerFilesTest, AFileCommittedOnOneNodeIsReadBitExactOnAnother) {
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->size, d.size());
   EXPECT_EQ(names(b, kRootIno), std::set<std::string>{"model"});
-  const StoreStats s = b.stats();
+  const StoreStats s = b.admin().stats();
   // get() forgot it (the kernel's last reference): released, and the
   // stat's lookup imported it again.
   EXPECT_EQ(s.peer_imports, 2u);
@@ -46,7 +46,7 @@ TEST_F(PeerFilesTest, AFileCommittedOnOneNodeIsReadBitExactOnAnother) {
   EXPECT_EQ(s.peers.nodes[0].bytes, d.size());
   EXPECT_EQ(s.peers.nodes[0].behind_bytes, 0u);
   // A's own view is untouched by B's reads.
-  EXPECT_EQ(a.stats().peer_imports, 0u);
+  EXPECT_EQ(a.admin().stats().peer_imports, 0u);
 }
 
 TEST_F(PeerFilesTest, ReaddirShowsEveryNodesNames) {
@@ -54,8 +54,8 @@ TEST_F(PeerFilesTest, ReaddirShowsEveryNodesNames) {
   BlockStore& b = node("b");
   put(a, kRootIno, "from-a", "aaa");
   put(b, kRootIno, "from-b", "bbb");
-  ASSERT_TRUE(a.poll_peers().ok());
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(a.admin().poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   const std::set<std::string> both{"from-a", "from-b"};
   EXPECT_EQ(names(a, kRootIno), both);
   EXPECT_EQ(names(b, kRootIno), both);
@@ -67,7 +67,7 @@ TEST_F(PeerFilesTest, OnlyTheOwnerChangesAFile) {
   BlockStore& a = node("a");
   BlockStore& b = node("b");
   put(a, kRootIno, "f", "owned by a");
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   auto l = b.lookup(kRootIno, "f");
   ASSERT_TRUE(l.ok());
   const auto ro = Status::Code::kReadOnly;
@@ -84,7 +84,7 @@ TEST_F(PeerFilesTest, OnlyTheOwnerChangesAFile) {
   touch.set_atime = touch.atime_now = true;
   EXPECT_TRUE(b.setattr(l->ino, touch, nullptr).ok());
   EXPECT_TRUE(b.flush_all().ok());
-  EXPECT_EQ(b.stats().flushed_files, 0u) << "nothing of a's is written by b";
+  EXPECT_EQ(b.admin().stats().flushed_files, 0u) << "nothing of a's is written by b";
   EXPECT_EQ(get(b, kRootIno, "f"), "owned by a");
   EXPECT_EQ(get(a, kRootIno, "f"), "owned by a");
   // A rename over it is B's own file, which wins on B.
@@ -98,31 +98,31 @@ TEST_F(PeerFilesTest, TheOwnersNewVersionAndRemovalReachThePeer) {
   BlockStore& a = node("a");
   BlockStore& b = node("b");
   put(a, kRootIno, "f", pattern(2 * kMiB, 2));
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), pattern(2 * kMiB, 2));
   auto held = b.lookup(kRootIno, "f");  // a kernel reference: dropped, not released
   ASSERT_TRUE(held.ok());
   const std::string v2 = pattern(kMiB + 7, 3);
   put(a, kRootIno, "f", v2);  // O_TRUNC in place: a newer snapshot of the same inode
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), v2);
   // tmp + rename over, as vLLM stores.
   const std::string v3 = pattern(kMiB, 4);
   put(a, kRootIno, "f.tmp", v3);
   ASSERT_TRUE(a.rename(kRootIno, "f.tmp", kRootIno, "f", 0).ok());
   ASSERT_TRUE(a.flush_all().ok());
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), v3);
   EXPECT_EQ(get(b, kRootIno, "f.tmp"), "<missing>");
   ASSERT_TRUE(a.unlink(kRootIno, "f").ok());
   ASSERT_TRUE(a.flush_all().ok());
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
-  EXPECT_GE(b.stats().peer_drops, 1u);
+  EXPECT_GE(b.admin().stats().peer_drops, 1u);
   b.forget(held->ino, 1);
   // Stored again by its owner: back on the peer.
   put(a, kRootIno, "f", "again");
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), "again");
 }
 
@@ -131,7 +131,7 @@ TEST_F(PeerFilesTest, AnOwnersTouchKeepsThePeersCopyAReplacementMakesItStale) {
   BlockStore& b = node("b");
   const std::string d = pattern(2 * kMiB, 8);
   const uint64_t ino_a = put(a, kRootIno, "f", d);
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   auto l = b.lookup(kRootIno, "f");
   ASSERT_TRUE(l.ok());
   // The owner touches it (a newer snapshot, the same bytes): the peer's
@@ -141,8 +141,8 @@ TEST_F(PeerFilesTest, AnOwnersTouchKeepsThePeersCopyAReplacementMakesItStale) {
   touch.atime_ns = 12345;
   ASSERT_TRUE(a.setattr(ino_a, touch, nullptr).ok());
   ASSERT_TRUE(a.flush_all().ok());
-  ASSERT_TRUE(b.poll_peers().ok());
-  EXPECT_EQ(b.stats().peer_drops, 0u);
+  ASSERT_TRUE(b.admin().poll_peers().ok());
+  EXPECT_EQ(b.admin().stats().peer_drops, 0u);
   auto f = b.open(l->ino, O_RDONLY);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   b.release(*f);
@@ -150,7 +150,7 @@ TEST_F(PeerFilesTest, AnOwnersTouchKeepsThePeersCopyAReplacementMakesItStale) {
   // Replaced by other bytes: the kernel's inode is stale (the VFS then
   // looks the name up again), the name gives the new version.
   put(a, kRootIno, "f", pattern(kMiB, 9));
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(b.open(l->ino, O_RDONLY).status().code(), Status::Code::kStale);
   EXPECT_EQ(get(b, kRootIno, "f"), pattern(kMiB, 9));
   b.forget(l->ino, 1);
@@ -164,7 +164,7 @@ TEST_F(PeerFilesTest, TheSameNameOnTwoNodesResolvesToOneWholeVersionEverywhereEl
   put(a, kRootIno, "same", va);
   clock_.advance(1);
   put(b, kRootIno, "same", vb);  // newer
-  for (BlockStore* s : {&a, &b, &c}) ASSERT_TRUE(s->poll_peers().ok());
+  for (BlockStore* s : {&a, &b, &c}) ASSERT_TRUE(s->admin().poll_peers().ok());
   EXPECT_EQ(get(a, kRootIno, "same"), va) << "a node's own version wins on it";
   EXPECT_EQ(get(b, kRootIno, "same"), vb);
   EXPECT_EQ(get(c, kRootIno, "same"), vb) << "elsewhere the newest, whole";
@@ -172,14 +172,14 @@ TEST_F(PeerFilesTest, TheSameNameOnTwoNodesResolvesToOneWholeVersionEverywhereEl
   clock_.advance(1);
   const std::string va2 = pattern(kMiB + 3, 10);
   put(a, kRootIno, "same", va2);
-  ASSERT_TRUE(c.poll_peers().ok());
+  ASSERT_TRUE(c.admin().poll_peers().ok());
   EXPECT_EQ(get(c, kRootIno, "same"), va2);
   // The same mtime on both: the lowest node name, on every other node.
   BlockStore& d = node("d");
   const std::string vd = pattern(kMiB, 11);
   put(d, kRootIno, "tie", vd);
   put(b, kRootIno, "tie", pattern(kMiB, 12));
-  for (BlockStore* s : {&a, &c}) ASSERT_TRUE(s->poll_peers().ok());
+  for (BlockStore* s : {&a, &c}) ASSERT_TRUE(s->admin().poll_peers().ok());
   EXPECT_EQ(get(a, kRootIno, "tie"), pattern(kMiB, 12)) << "b before d";
   EXPECT_EQ(get(c, kRootIno, "tie"), pattern(kMiB, 12)) << "b before d";
 }
@@ -189,7 +189,7 @@ TEST_F(PeerFilesTest, APeersDamagedOrVanishedSegmentIsAMissNeverOtherBytes) {
   put(a, kRootIno, "x", pattern(2 * kMiB, 7));
   close("a");
   BlockStore& b = node("b");
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   // Flip a byte of x's data in a's segment: a checksum error, not bytes.
   const std::string seg = seg_of("a");
   ASSERT_FALSE(seg.empty());
@@ -204,10 +204,10 @@ TEST_F(PeerFilesTest, APeersDamagedOrVanishedSegmentIsAMissNeverOtherBytes) {
   }
   const std::string got = get(b, kRootIno, "x");
   EXPECT_TRUE(got.rfind("<error", 0) == 0) << got.size() << " bytes served";
-  EXPECT_GE(b.stats().checksum_errors, 1u);
+  EXPECT_GE(b.admin().stats().checksum_errors, 1u);
   // The segment deleted by hand: gone from the peer's view.
   fs::remove(seg);
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "x"), "<missing>");
 }
 
@@ -218,8 +218,8 @@ TEST_F(PeerFilesTest, AnUnlinkOnAnyNodeRemovesTheFileEverywhere) {
   const std::string d = pattern(2 * kMiB + 5, 11);
   const uint64_t ino = put(a, kRootIno, "f", d);
   put(a, kRootIno, "keep", "kept");
-  ASSERT_TRUE(b.poll_peers().ok());
-  ASSERT_TRUE(c.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
+  ASSERT_TRUE(c.admin().poll_peers().ok());
   ASSERT_EQ(get(b, kRootIno, "f"), d);
   ASSERT_EQ(get(c, kRootIno, "f"), d);
   // B unlinks a's file: gone on B at once, and its listing no longer has it.
@@ -227,29 +227,29 @@ TEST_F(PeerFilesTest, AnUnlinkOnAnyNodeRemovesTheFileEverywhere) {
   EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
   EXPECT_EQ(names(b, kRootIno), (std::set<std::string>{"keep"}));
   EXPECT_EQ(b.unlink(kRootIno, "f").code(), Status::Code::kNotFound);
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), "<missing>") << "the owner has not removed it yet";
   ASSERT_TRUE(b.flush_all().ok());  // the unlink reaches b's log
   // C hides it on reading b's log; the owner removes it on reading it.
-  ASSERT_TRUE(c.poll_peers().ok());
+  ASSERT_TRUE(c.admin().poll_peers().ok());
   EXPECT_EQ(get(c, kRootIno, "f"), "<missing>");
   EXPECT_EQ(names(c, kRootIno), (std::set<std::string>{"keep"}));
-  ASSERT_TRUE(a.poll_peers().ok());
+  ASSERT_TRUE(a.admin().poll_peers().ok());
   EXPECT_EQ(get(a, kRootIno, "f"), "<missing>");
   EXPECT_EQ(get(a, kRootIno, "keep"), "kept");
-  EXPECT_EQ(a.stats().peer_unlinks_applied, 1u);
-  EXPECT_EQ(b.stats().peer_unlinks, 1u);
+  EXPECT_EQ(a.admin().stats().peer_unlinks_applied, 1u);
+  EXPECT_EQ(b.admin().stats().peer_unlinks, 1u);
   EXPECT_FALSE(a.getattr(ino).ok()) << "a's inode went, not only its name";
   ASSERT_TRUE(a.flush_all().ok());
-  ASSERT_TRUE(b.poll_peers().ok());
-  ASSERT_TRUE(c.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
+  ASSERT_TRUE(c.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), "<missing>");
   EXPECT_EQ(get(c, kRootIno, "f"), "<missing>");
   // A later store of the name on any node brings it back everywhere.
   clock_.advance(1);
   put(c, kRootIno, "f", "c's");
-  ASSERT_TRUE(a.poll_peers().ok());
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(a.admin().poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(a, kRootIno, "f"), "c's");
   EXPECT_EQ(get(b, kRootIno, "f"), "c's");
 }
@@ -259,18 +259,18 @@ TEST_F(PeerFilesTest, AnUnlinkLosesToTheOwnersNewerVersion) {
   BlockStore& b = node("b");
   BlockStore& c = node("c");
   put(a, kRootIno, "f", "v1");
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   ASSERT_EQ(get(b, kRootIno, "f"), "v1");
   ASSERT_TRUE(b.unlink(kRootIno, "f").ok());
   ASSERT_TRUE(b.flush_all().ok());
   // The owner writes the file again before it reads b's unlink of v1.
   clock_.advance(1);
   put(a, kRootIno, "f", "v2");
-  ASSERT_TRUE(a.poll_peers().ok());
+  ASSERT_TRUE(a.admin().poll_peers().ok());
   EXPECT_EQ(get(a, kRootIno, "f"), "v2");
-  EXPECT_EQ(a.stats().peer_unlinks_applied, 0u);
-  ASSERT_TRUE(b.poll_peers().ok());
-  ASSERT_TRUE(c.poll_peers().ok());
+  EXPECT_EQ(a.admin().stats().peer_unlinks_applied, 0u);
+  ASSERT_TRUE(b.admin().poll_peers().ok());
+  ASSERT_TRUE(c.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "f"), "v2") << "b hid v1 only";
   EXPECT_EQ(get(c, kRootIno, "f"), "v2");
 }
@@ -318,7 +318,7 @@ TEST_F(PeerFilesTest, AnUnlinkOutlivesTheReclaimOfItsSegmentUntilTheOwnerActs) {
   ASSERT_TRUE(b.flush_all().ok());
   // A cap under what the segments take: the pass reclaims the empty ones.
   ASSERT_TRUE(kvfs::reconfigure_one(b, &StoreConfig::capacity, 16 * kMiB).ok());
-  b.evict_pass_now();
+  b.admin().evict_pass_now();
   const std::set<std::string> after = segments_of("b");
   ASSERT_FALSE(after.count(*first.begin())) << "b's first segment was reclaimed";
   // A node that never saw b's first segment learns of the unlink, and so
@@ -328,7 +328,7 @@ TEST_F(PeerFilesTest, AnUnlinkOutlivesTheReclaimOfItsSegmentUntilTheOwnerActs) {
   ASSERT_TRUE(node("a").flush_all().ok());
   // Now the owner's log says so: a node rebuilt from the segments finds
   // the file gone there.
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   close("c");
   fs::remove_all(root_ + "/index.c");
   EXPECT_TRUE(get(node("c"), kRootIno, "f") == "<missing>");
@@ -349,7 +349,7 @@ TEST_F(PeerFilesTest, AReclaimedSegmentIsDeletedAfterItsGraceOrWhenTheCapNeedsIt
     return n;
   };
   put(a, kRootIno, "f0", content(0));
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   ASSERT_TRUE(get(b, kRootIno, "f0") == content(0));
   // 3x the cap; f0 is read after every write, so it stays.
   for (int i = 1; i < 96; ++i) {
@@ -358,16 +358,17 @@ TEST_F(PeerFilesTest, AReclaimedSegmentIsDeletedAfterItsGraceOrWhenTheCapNeedsIt
     ASSERT_TRUE(get(a, kRootIno, "f0") == content(0)) << i;
     EXPECT_LE(bytes_of_a(), 136 * kMiB) << "the retired segments count in the cap, after " << i;
   }
-  ASSERT_GT(a.evictor_stats().evicted_capacity, 0u);
-  EXPECT_GT(a.evictor_stats().segments_deleted, 0u) << "graces cut short: the cap needed the room";
+  ASSERT_GT(a.admin().evictor_stats().evicted_capacity, 0u);
+  EXPECT_GT(a.admin().evictor_stats().segments_deleted, 0u)
+      << "graces cut short: the cap needed the room";
   // Whether a pass ends with retired segments left depends on how much
   // room the flushes asked for: write on until one does, then lift the
   // pressure, so that they only wait for their grace.
   int last = 95;
   for (int i = 96; i < 400; ++i) {
-    if (a.evictor_stats().segments_retiring > 0) {
+    if (a.admin().evictor_stats().segments_retiring > 0) {
       ASSERT_TRUE(kvfs::reconfigure_one(a, &StoreConfig::capacity, 1024 * kMiB).ok());
-      if (a.evictor_stats().segments_retiring > 0) break;
+      if (a.admin().evictor_stats().segments_retiring > 0) break;
       ASSERT_TRUE(kvfs::reconfigure_one(a, &StoreConfig::capacity, 128 * kMiB).ok());
     }
     clock_.advance(1);
@@ -375,30 +376,30 @@ TEST_F(PeerFilesTest, AReclaimedSegmentIsDeletedAfterItsGraceOrWhenTheCapNeedsIt
     ASSERT_TRUE(get(a, kRootIno, "f0") == content(0)) << i;
     last = i;
   }
-  const EvictorStats e = a.evictor_stats();
+  const EvictorStats e = a.admin().evictor_stats();
   ASSERT_GT(e.segments_retiring, 0u) << "the last ones reclaimed wait for their grace, in the room "
                                         "between the low watermark and the cap";
   EXPECT_GE(e.retiring_bytes, e.segments_retiring * kMiB);
   EXPECT_EQ(retired_of("a"), int(e.segments_retiring));
   // b no longer reads them, and finds a's live files where they are now.
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_TRUE(get(b, kRootIno, "f0") == content(0));
   EXPECT_TRUE(get(b, kRootIno, "f" + std::to_string(last)) == content(last));
   EXPECT_EQ(get(b, kRootIno, "f2"), "<missing>") << "evicted on a";
   // A restart (with room to spare) cuts the grace short: a new one begins.
   close("a");
   BlockStore& a2 = node("a", 1024 * kMiB, 3600);
-  EXPECT_EQ(a2.evictor_stats().segments_retiring, e.segments_retiring);
-  a2.evict_pass_now();
+  EXPECT_EQ(a2.admin().evictor_stats().segments_retiring, e.segments_retiring);
+  a2.admin().evict_pass_now();
   EXPECT_EQ(retired_of("a"), int(e.segments_retiring)) << "still in their grace";
   clock_.advance(3601);
-  a2.evict_pass_now();
+  a2.admin().evict_pass_now();
   EXPECT_EQ(retired_of("a"), 0);
-  EXPECT_EQ(a2.evictor_stats().segments_retiring, 0u);
-  EXPECT_EQ(a2.evictor_stats().segments_deleted, e.segments_retiring);
+  EXPECT_EQ(a2.admin().evictor_stats().segments_retiring, 0u);
+  EXPECT_EQ(a2.admin().evictor_stats().segments_deleted, e.segments_retiring);
   EXPECT_TRUE(get(a2, kRootIno, "f0") == content(0));
   put(a2, kRootIno, "new", "after");  // no retired id is given again
-  ASSERT_TRUE(b.poll_peers().ok());
+  ASSERT_TRUE(b.admin().poll_peers().ok());
   EXPECT_EQ(get(b, kRootIno, "new"), "after");
   EXPECT_TRUE(get(b, kRootIno, "f0") == content(0));
 }

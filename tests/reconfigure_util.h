@@ -9,9 +9,9 @@ namespace kvfs {
 
 template <typename T, typename V>
 Status reconfigure_one(BlockStore& store, T StoreConfig::*field, V value) {
-  StoreConfig c = store.live_config();
+  StoreConfig c = store.admin().live_config();
   c.*field = static_cast<T>(value);
-  return store.reconfigure(c);
+  return store.admin().reconfigure(c);
 }
 
 }  // namespace kvfs

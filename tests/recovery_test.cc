@@ -247,14 +247,14 @@ TEST_F(RecoveryTest, DeletionsSurviveReclamationAndRebuild) {
   r.kind = EvictRequest::Kind::kPath;
   r.ino = store_->lookup(kRootIno, "filler")->ino;
   r.force = true;
-  auto ev = store_->evict(r);
+  auto ev = store_->admin().evict(r);
   ASSERT_TRUE(ev.ok());
   ASSERT_EQ(ev->files, 1u);
   // Pressure on the cap: the pass deletes the emptied segment 2 (segment
   // 1 is full of live data, segment 3 is open).
   ASSERT_TRUE(kvfs::reconfigure_one(*store_, &StoreConfig::capacity, 8 * kMiB).ok());
-  store_->evict_pass_now();
-  ASSERT_EQ(store_->evictor_stats().segments_deleted, 1u);
+  store_->admin().evict_pass_now();
+  ASSERT_EQ(store_->admin().evictor_stats().segments_deleted, 1u);
   auto after = segment_files();
   EXPECT_TRUE(after.count(*seg1.begin()));
   EXPECT_FALSE(after.count(*std::next(before.begin())));

@@ -126,7 +126,7 @@ Result<RetireResult> retire_node(BlockStore& s, const std::string& who, bool dro
   if (n->running)
     return Status::Busy("node " + who + " is running (pid " + n->pid + " on " + n->host +
                         "): only a node that is gone for good is retired");
-  KVFS_RETURN_IF_ERROR(s.poll_peers());
+  KVFS_RETURN_IF_ERROR(s.admin().poll_peers());
   const int64_t news = log->last_news_ns(who);
   const double quiet = news ? double(s.clock().now_ns() - news) / 1e9 : 1e18;
   if (quiet < idle_s)
@@ -190,7 +190,7 @@ Result<RetireResult> retire_node(BlockStore& s, const std::string& who, bool dro
       });
     }
   // Forget them now, and move the imports to the copies.
-  (void)s.poll_peers();
+  (void)s.admin().poll_peers();
   spdlog::warn(
       "retired node {}: {} files copied ({} bytes), {} kept here, {} lost, {} segments "
       "deleted",

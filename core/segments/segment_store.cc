@@ -16,7 +16,7 @@
 namespace kvfs {
 
 SegmentStore::ReadFd::~ReadFd() {
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) (void)fs->close(fd);
 }
 
 BackingIo::Op SegmentStore::track(std::string what) const {
@@ -43,11 +43,11 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
   }
   auto op = track("create of segment " + path);
   int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0);
-  int fd = ::open(path.c_str(), flags, layout::kSegmentMode);
+  const int fd = fs_->open(path, flags, layout::kSegmentMode);
   if (fd < 0) {
     // Out of room or not: a missing or unusable segment dir is an I/O error
     // to the clients waiting on this flush, never ENOENT.
-    const int e = errno;
+    const int e = -fd;
     Status s = e == ENOSPC || e == EDQUOT
                    ? Status::FromErrno(e, "create segment " + path)
                    : Status::IOError("create segment " + path + ": " + std::strerror(e));
@@ -60,7 +60,7 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     made_id_ = std::max(made_id_, id);  // its file exists, whatever the dir sync says
   }
   if (Status s = sync_dir(dir_); !s.ok()) {
-    ::close(fd);
+    (void)fs_->close(fd);
     return s;
   }
   {
@@ -134,19 +134,18 @@ Result<std::shared_ptr<SegmentStore::ReadFd>> SegmentStore::read_fd(uint64_t id)
   }
   // Opened without the lock: an open on a stalled NFS server blocks.
   auto f = std::make_shared<ReadFd>();
+  f->fs = fs_;
   f->name = id & kForeignBit ? path : std::to_string(id);
-  // The unused mode keeps _FORTIFY_SOURCE from turning this open (its flags
-  // are not a constant) into __open_2, which interposers such as libfiu's
-  // POSIX preload (the fault tests) do not see.
-  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0), 0);
-  if (f->fd < 0) {
-    const int e = errno;
+  const int fd = fs_->open(path, O_RDONLY | O_CLOEXEC | (direct_io_ ? O_DIRECT : 0), 0);
+  if (fd < 0) {
+    const int e = -fd;
     // A peer's segment gone before its follower saw it go (deleted by hand,
     // or a listing not due yet): the next pass lists the dir.
     if ((id & kForeignBit) && (e == ENOENT || e == ESTALE))
       foreign_missing_.store(true, std::memory_order_relaxed);
     return Status::FromErrno(e, "open segment " + path);
   }
+  f->fd = fd;
   std::unique_lock l(mu_);
   if (auto it = read_fds_.find(id); it != read_fds_.end()) return it->second;  // raced: theirs
   if (segs_.count(id) || foreign_.count(id)) read_fds_[id] = f;  // else deleted: use it once
@@ -182,15 +181,12 @@ void SegmentStore::forget_foreign(uint64_t id) {
 
 namespace {
 
-Status read_into(int fd, const std::string& seg, const Extent& ext, char* dst) {
+Status read_into(BackingFs* fs, int fd, const std::string& seg, const Extent& ext, char* dst) {
   const size_t want = align_up(ext.len);
   size_t got = 0;
   while (got < ext.len) {
-    ssize_t r = ::pread(fd, dst + got, want - got, static_cast<off_t>(ext.off + got));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "read segment " + seg);
-    }
+    const ssize_t r = fs->pread(fd, dst + got, want - got, ext.off + got);
+    if (r < 0) return Status::FromErrno(static_cast<int>(-r), "read segment " + seg);
     if (r == 0) break;
     got += static_cast<size_t>(r);
   }
@@ -212,7 +208,7 @@ Status SegmentStore::read_extent(const Extent& ext, const BufRef& dst) {
   auto body = [this, ext, dst]() -> Status {
     auto f = read_fd(ext.seg);
     if (!f.ok()) return f.status();
-    return read_into((*f)->fd, (*f)->name, ext, dst->data());
+    return read_into((*f)->fs, (*f)->fd, (*f)->name, ext, dst->data());
   };
   if (!io_) return body();
   return io_->run("read of segment " + std::to_string(ext.seg), std::move(body));
@@ -229,9 +225,8 @@ Status SegmentStore::read_range(uint64_t id, uint64_t off, size_t len, const Buf
     auto f = read_fd(id);
     if (!f.ok()) return f.status();
     while (*n < len) {
-      const ssize_t r = ::pread((*f)->fd, dst->data() + *n, len - *n, static_cast<off_t>(off + *n));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::FromErrno(errno, "read segment " + (*f)->name);
+      const ssize_t r = (*f)->fs->pread((*f)->fd, dst->data() + *n, len - *n, off + *n);
+      if (r < 0) return Status::FromErrno(static_cast<int>(-r), "read segment " + (*f)->name);
       if (r == 0) break;
       *n += static_cast<size_t>(r);
       if (*n % kAlign) break;  // the file's end (O_DIRECT reads go on in pages)
@@ -303,9 +298,9 @@ std::string SegmentStore::forget_segment(uint64_t id) {
 
 Status SegmentStore::unlink_segment(const std::string& path) {
   if (path.empty()) return Status::OK();
-  auto body = [path]() -> Status {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      return Status::FromErrno(errno, "unlink " + path);
+  auto body = [fs = fs_, path]() -> Status {
+    if (const int r = fs->unlink(path); r < 0 && r != -ENOENT)
+      return Status::FromErrno(-r, "unlink " + path);
     return Status::OK();
   };
   if (!io_) return body();
@@ -316,9 +311,9 @@ Result<std::string> SegmentStore::retire_segment(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string to = path.substr(0, slash + 1) +
                          layout::retired_segment_name(std::string_view(path).substr(slash + 1));
-  auto body = [path, to]() -> Status {
-    if (::rename(path.c_str(), to.c_str()) != 0)
-      return Status::FromErrno(errno, "rename " + path + " to " + to);
+  auto body = [fs = fs_, path, to]() -> Status {
+    if (const int r = fs->rename(path, to); r < 0)
+      return Status::FromErrno(-r, "rename " + path + " to " + to);
     return Status::OK();
   };
   Status s = io_ ? io_->run("rename of " + path, std::move(body)) : body();

@@ -10,7 +10,9 @@
 // one it owns the whole dir, as before nodes (disk_layout.h).
 //
 // Every backing call is marked in the BackingIo (when given one), and those a
-// client waits for (reads, segment deletes) run under its deadline.
+// client waits for (reads, segment deletes) run under its deadline. The
+// segment files are reached through a BackingFs (backing_fs.h): the system
+// calls, or in a test a disk that fails on cue.
 //
 // Thread-safe: read_extent() from any thread; each SegmentWriter is used by
 // one flusher thread at a time. Guarded members name their mutex; mu_ is
@@ -32,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/backing/backing_fs.h"
 #include "core/backing/backing_io.h"
 #include "core/backing/disk_layout.h"
 #include "core/config/config.h"
@@ -69,8 +72,11 @@ class SegmentStore : public SpaceUsage {
   // of this node, or one owning the dir, holds them) and lists the existing
   // segments (the node's own, when shared()).
   // io (optional; offline tools have none) bounds and marks backing calls.
+  // fs (optional: the system calls) reaches the segment files; it must
+  // outlive the store and every read its deadline left running.
   static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg,
-                                                    BackingIo* io = nullptr);
+                                                    BackingIo* io = nullptr,
+                                                    BackingFs* fs = nullptr);
   ~SegmentStore() override;
 
   const std::string& backing_id() const { return backing_id_; }
@@ -206,6 +212,7 @@ class SegmentStore : public SpaceUsage {
   // deleting the segment (or a read left behind by its deadline) never
   // leaves a read on a closed, or reused, descriptor.
   struct ReadFd {
+    BackingFs* fs = nullptr;
     int fd = -1;
     std::string name;  // for messages: the id, or a peer segment's path
     ~ReadFd();
@@ -231,6 +238,7 @@ class SegmentStore : public SpaceUsage {
   int lock_fd_ = -1;         // flock()ed exclusively: kvfs.<node>.lock, or kvfs.lock if !shared_
   int shared_lock_fd_ = -1;  // kvfs.lock, flock()ed shared (shared_ only)
   BackingIo* io_ = nullptr;
+  BackingFs* fs_ = BackingFs::posix();
 
   struct Retired {
     std::string path;
@@ -259,7 +267,8 @@ class SegmentStore : public SpaceUsage {
 };
 
 // Appends records to one segment (segment_writer.cc). Writes are queued on an io_uring (plain
-// pwrite when io_uring is unavailable) and complete at sync(), which also
+// pwrite when io_uring is unavailable, or the store's BackingFs is not the
+// system calls: backing_fs.h) and complete at sync(), which also
 // fdatasyncs: data is durable before the caller commits the index.
 // Not thread-safe: one flusher owns it.
 class SegmentWriter {
@@ -298,6 +307,7 @@ class SegmentWriter {
   Status reap(bool all);
 
   SegmentStore* store_;
+  BackingFs* fs_;  // the store's
   uint64_t id_;
   int fd_;
   uint64_t off_ = 0;

@@ -262,9 +262,11 @@ Status SegmentStore::sync_dir(const std::string& dir) {
   return r == 0 ? Status::OK() : Status::FromErrno(e, "fsync " + dir);
 }
 
-Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg, BackingIo* io) {
+Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg, BackingIo* io,
+                                                         BackingFs* fs) {
   std::unique_ptr<SegmentStore> s(new SegmentStore);
   s->io_ = io;
+  if (fs) s->fs_ = fs;
   struct stat st;
   if (::stat(cfg.backing_dir.c_str(), &st) != 0)
     return Status::FromErrno(errno, "backing directory " + cfg.backing_dir);

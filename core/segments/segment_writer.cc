@@ -18,8 +18,9 @@
 namespace kvfs {
 
 SegmentWriter::SegmentWriter(SegmentStore* store, uint64_t id, int fd)
-    : store_(store), id_(id), fd_(fd), ring_(new io_uring) {
-  if (io_uring_queue_init(64, ring_.get(), 0) != 0) ring_.reset();
+    : store_(store), fs_(store->fs_), id_(id), fd_(fd), ring_(new io_uring) {
+  // A ring writes past the BackingFs: only over the system calls themselves.
+  if (!fs_->kernel_direct() || io_uring_queue_init(64, ring_.get(), 0) != 0) ring_.reset();
 }
 
 SegmentWriter::~SegmentWriter() {
@@ -29,19 +30,19 @@ SegmentWriter::~SegmentWriter() {
   // Give back the preallocated tail; a crash leaves zeros there, which a
   // scan reads as the end of the segment.
   const uint64_t end = std::min(off_, keep_);
-  const bool trimmed = ::ftruncate(fd_, static_cast<off_t>(end)) == 0;
+  const bool trimmed = fs_->ftruncate(fd_, end) == 0;
   // Sealed (disk_layout.h): nothing is appended to it again, so a peer that
   // has read it to its end never opens it again. After the trim, which on
   // NFS writes back every byte first, so a peer that sees the seal sees
   // them. A seal that fails costs only that saving.
-  if (trimmed && end > 0 && ::fchmod(fd_, layout::kSealedSegmentMode) != 0) {
+  if (const int r = trimmed && end > 0 ? fs_->fchmod(fd_, layout::kSealedSegmentMode) : 0; r < 0) {
     static LogLimiter limit;
     uint64_t held = 0;
     if (limit.allow(&held))
-      spdlog::warn("cannot seal segment {} (chmod): {} ({} more like it)", id_,
-                   std::strerror(errno), held);
+      spdlog::warn("cannot seal segment {} (chmod): {} ({} more like it)", id_, std::strerror(-r),
+                   held);
   }
-  ::close(fd_);
+  (void)fs_->close(fd_);
   std::string path;
   {
     std::unique_lock l(store_->mu_);
@@ -58,8 +59,8 @@ SegmentWriter::~SegmentWriter() {
       }
     }
   }
-  if (!path.empty() && ::unlink(path.c_str()) != 0)
-    spdlog::warn("cannot delete the empty segment {}: {}", path, std::strerror(errno));
+  if (const int r = path.empty() ? 0 : fs_->unlink(path); r < 0)
+    spdlog::warn("cannot delete the empty segment {}: {}", path, std::strerror(-r));
   // Sealed: out of the head, so peers read it once more, to its end.
   store_->note_closed(id_);
 }
@@ -76,9 +77,8 @@ Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
     auto op = store_->track("write to segment " + std::to_string(id_));
     size_t done = 0;
     while (done < len) {
-      ssize_t r = ::pwrite(fd_, data + done, len - done, static_cast<off_t>(off + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return Status::FromErrno(r < 0 ? errno : ENOSPC, "write segment");
+      const ssize_t r = fs_->pwrite(fd_, data + done, len - done, off + done);
+      if (r <= 0) return Status::FromErrno(r < 0 ? static_cast<int>(-r) : ENOSPC, "write segment");
       done += static_cast<size_t>(r);
     }
     return Status::OK();
@@ -224,9 +224,9 @@ Status SegmentWriter::preallocate(uint64_t end) {
   const uint64_t step = store_->prealloc_step();
   const uint64_t want = align_up(end, step);
   auto op = store_->track("fallocate of segment " + std::to_string(id_));
-  if (::fallocate(fd_, 0, static_cast<off_t>(allocated_), static_cast<off_t>(want - allocated_)) !=
-      0) {
-    if (errno == ENOSPC) return Status::NoSpace("preallocating segment " + std::to_string(id_));
+  if (const int r = fs_->fallocate(fd_, allocated_, want - allocated_); r < 0) {
+    if (r == -ENOSPC || r == -EDQUOT)
+      return Status::NoSpace("preallocating segment " + std::to_string(id_));
     no_fallocate_ = true;  // not supported here (some NFS): plain appends
     return Status::OK();
   }
@@ -243,12 +243,12 @@ Status SegmentWriter::sync() {
   if (st.ok() && !failed_.ok()) st = failed_;
   if (st.ok()) {
     auto op = store_->track("fdatasync of segment " + std::to_string(id_));
-    if (::fdatasync(fd_) != 0)
-      st = Status::FromErrno(errno, "fdatasync segment " + std::to_string(id_));
+    if (const int r = fs_->fdatasync(fd_); r < 0)
+      st = Status::FromErrno(-r, "fdatasync segment " + std::to_string(id_));
     // Removed under us (the backing dir wiped): the data is in a file no
     // one can open again, so it is not durable.
     struct stat sst;
-    if (st.ok() && ::fstat(fd_, &sst) == 0 && sst.st_nlink == 0)
+    if (st.ok() && fs_->fstat(fd_, &sst) == 0 && sst.st_nlink == 0)
       st = Status::IOError("segment " + std::to_string(id_) + " was deleted from the backing dir");
   }
   if (!st.ok()) failed_ = st;

@@ -34,12 +34,13 @@ BlockStore::~BlockStore() {
   (void)Close();
 }
 
-Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, const Clock* clock) {
+Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, const Clock* clock,
+                                                     BackingFs* fs) {
   KVFS_RETURN_IF_ERROR(cfg.validate());
   std::unique_ptr<BlockStore> s(new BlockStore(cfg, clock));
   // As many backing calls in flight as FUSE workers can wait on.
   s->io_ = std::make_unique<BackingIo>(cfg.io_timeout_s, 16);
-  auto segs = SegmentStore::Open(cfg, s->io_.get());
+  auto segs = SegmentStore::Open(cfg, s->io_.get(), fs);
   if (!segs.ok()) return segs.status();
   s->segs_ = std::move(*segs);
   if (s->cfg_.index_dir.empty())
@@ -125,6 +126,10 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   auto peers = PeerImports::Open(pp);
   if (!peers.ok()) return peers.status();
   s->peers_ = std::move(*peers);
+  s->admin_ = std::make_unique<StoreAdmin>(StoreAdmin::Parts{
+      &s->cfg_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->data_.get(), s->prefetch_.get(),
+      s->windows_.get(), s->flusher_.get(), s->evictor_.get(), s->budget_.get(), s->io_.get(),
+      s->held_.get(), s->reader_.get(), s->peers_.get(), &s->lookups_});
   return s;
 }
 
@@ -207,7 +212,7 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
       r = peers_->import(parent, name);
     if (!r.ok()) {
       if (r.status().code() == Status::Code::kNotFound)
-        negative_lookups_.fetch_add(1, std::memory_order_relaxed);
+        lookups_.negative.fetch_add(1, std::memory_order_relaxed);
       return r.status();
     }
     in = std::move(*r);
@@ -226,8 +231,8 @@ Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
     break;
   }
   if (S_ISREG(a.mode)) {
-    file_lookups_.fetch_add(1, std::memory_order_relaxed);
-    if (in->peer) peer_lookups_.fetch_add(1, std::memory_order_relaxed);
+    lookups_.files.fetch_add(1, std::memory_order_relaxed);
+    if (in->peer) lookups_.peer.fetch_add(1, std::memory_order_relaxed);
     // A hit is loaded right after it is looked up (vLLM, llm-d): start
     // reading what is only in the backing dir.
     if (a.size > 0) prefetch_->want(in);
@@ -499,6 +504,19 @@ Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
   in->flush.changed();
   if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
   return Status::OK();
+}
+
+const std::string& BlockStore::node_id() const {
+  return segs_->node();
+}
+
+void BlockStore::set_eviction_listener(EvictListener fn) {
+  notices_.set_listener(std::move(fn));
+}
+
+Status BlockStore::flush_all() {
+  if (cfg_.read_only) return Status::OK();
+  return flusher_->flush_all(/*include_open=*/false);
 }
 
 }  // namespace kvfs

@@ -10,6 +10,7 @@
 
 #include "core/data/file_data.h"
 #include "core/flush/flusher.h"
+#include "core/peers/peer_imports.h"
 #include "core/segments/segment_store.h"
 #include "core/store/block_store.h"
 #include "core/util/log.h"
@@ -150,7 +151,7 @@ void BlockStore::drop_file(const InodeRef& in, const Status& why) {
     name = in->name;
   }
   if (ns_->drop(in).ok()) {
-    dropped_files_.fetch_add(1);
+    lookups_.dropped_files.fetch_add(1);
     spdlog::error("file {} (inode {}) dropped from the cache: {}", ns_->path(parent, name), in->ino,
                   why.ToString());
     notices_.gone(parent, name, in->ino);  // the kernel forgets it too
@@ -265,6 +266,24 @@ Status BlockStore::fsync(uint64_t ino) {
     return Status::TimedOut("fsync: the backing dir is stalled");
   }
   return in->flush.error();
+}
+
+PeerLog* BlockStore::peer_log() {
+  return peers_ ? &peers_->log() : nullptr;
+}
+
+Result<std::string> BlockStore::peer_owner(uint64_t ino) {
+  auto in = node(ino);
+  if (!in.ok()) return in.status();
+  std::lock_guard g((*in)->mu);
+  return (*in)->peer ? (*in)->peer->node : std::string();
+}
+
+Status BlockStore::set_lru_time(uint64_t ino, int64_t ns) {
+  auto in = node(ino);
+  if (!in.ok()) return in.status();
+  (*in)->touch(ns);
+  return Status::OK();
 }
 
 }  // namespace kvfs

@@ -846,11 +846,11 @@ class Harness {
     last_ = "cold: flush_all, shrink the RAM tier, regrow it";
     (void)in;
     expect(store_->flush_all(), {});
-    kvfs::StoreConfig c = store_->live_config();
+    kvfs::StoreConfig c = store_->admin().live_config();
     c.ram_size = 16 * kMiB;
-    expect(store_->reconfigure(c), {});
+    expect(store_->admin().reconfigure(c), {});
     c.ram_size = 128 * kMiB;
-    expect(store_->reconfigure(c), {});
+    expect(store_->admin().reconfigure(c), {});
     (void)buf;
   }
 
