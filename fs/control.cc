@@ -127,7 +127,7 @@ json set_config(BlockStore& st, const FsConfig& cfg, const json& set) {
     if (!o->spec().runtime)
       return error(
           Status::Invalid("'" + k + "' is a mount option: it cannot change while mounted"));
-    // The store's options go to BlockStore::reconfigure; of the FUSE side's
+    // The store's options go to StoreAdmin::reconfigure; of the FUSE side's
     // only the log level is applied here.
     if (!find_store_option(k) && k != "log_level")
       return error(Status::NotSupported("no runtime setter for '" + k + "'"));

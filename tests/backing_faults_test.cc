@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/backing/disk_layout.h"
 #include "core/store/block_store.h"
 #include "tests/fault_fs.h"
 
@@ -49,9 +50,35 @@ class BackingFaultsTest : public ::testing::Test {
     c.segment_size = 8 << 20;
     c.flush_batch_bytes = 4 << 20;
     c.prefetch_bytes = 0;  // each read below is the test's own
+    // One flusher, one open segment: a batch that needs a new segment
+    // cannot go to another flusher's instead, so a fault meets it.
+    c.flush_threads = 1;
     auto s = BlockStore::Open(c, nullptr, &fs_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
+    // What the mount writes by itself (the root's record) is written now,
+    // before a test sets a rule: only the test's own writes meet it.
+    ASSERT_TRUE(store_->flush_all().ok());
+  }
+  // Files of 10 MiB, each flushed, until a call of kind op failed (at most
+  // six): a file goes whole into the flusher's segment, which is closed
+  // once past segment_size (8 MiB), so the next file needs a new one.
+  // Returns what was written; last_error_ is the flush_all that failed.
+  std::vector<std::string> put_until_failed(Op op) {
+    std::vector<std::string> data;
+    for (int i = 0; i < 6 && fs_.failed(op) == 0; ++i) {
+      data.push_back(pattern(10 * kBlockSize, 10 + i));
+      put("f" + std::to_string(i), data.back());
+      if (Status st = store_->flush_all(); !st.ok()) {
+        EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+        last_error_ = st;
+        if (fs_.failed(op) > 0) break;
+      }
+    }
+    return data;
+  }
+  void expect_files(const std::vector<std::string>& data) {
+    for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(get("f" + std::to_string(i)), data[i]);
   }
   // Closed and opened again: RAM is empty, every read comes from a segment.
   void reopen() {
@@ -87,6 +114,7 @@ class BackingFaultsTest : public ::testing::Test {
 
   std::string root_;
   FaultFs fs_;
+  Status last_error_;  // put_until_failed's last failed flush_all
   std::unique_ptr<BlockStore> store_;
 };
 
@@ -124,13 +152,35 @@ TEST_F(BackingFaultsTest, AFailedFdatasyncCommitsNothingAndTheBatchIsWrittenAgai
 
 TEST_F(BackingFaultsTest, ASegmentThatCannotBeCreatedIsAnIoErrorNotAMissingFile) {
   fs_.fail({.op = Op::kOpen, .err = ENOENT, .path_has = "/segments/"});
-  put("f", pattern(kBlockSize, 3));
-  const Status st = store_->flush_all();
-  EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+  const std::vector<std::string> data = put_until_failed(Op::kOpen);
+  ASSERT_GT(fs_.failed(Op::kOpen), 0u) << "no new segment was made";
+  EXPECT_EQ(last_error_.code(), Status::Code::kIOError) << last_error_.ToString();
   fs_.heal();
   ASSERT_TRUE(store_->flush_all().ok());
   reopen();
-  EXPECT_EQ(get("f"), pattern(kBlockSize, 3));
+  expect_files(data);
+}
+
+// A new segment whose name could not be made durable (the dir's fsync
+// failed) holds nothing: it leaves the store and the dir, and the flush
+// goes to another one once the disk recovers.
+TEST_F(BackingFaultsTest, ASegmentWhoseNameIsNotDurableIsRemovedAndTheFlushGoesElsewhere) {
+  // Segment files, and those of them that hold nothing.
+  auto files_in_segments = [&](bool empty_only) {
+    size_t n = 0;
+    for (auto& e : fs::directory_iterator(root_ + "/backing/segments"))
+      n += layout::parse_segment_name(e.path().filename().string()).has_value() &&
+           (!empty_only || e.file_size() == 0);
+    return n;
+  };
+  fs_.fail({.op = Op::kFsync, .err = EIO, .path_has = "/segments", .times = 1});
+  const std::vector<std::string> data = put_until_failed(Op::kFsync);
+  ASSERT_EQ(fs_.failed(Op::kFsync), 1u) << "no new segment was made";
+  ASSERT_TRUE(store_->flush_all().ok());  // the fault was once
+  EXPECT_EQ(files_in_segments(true), 0u) << "the segment that failed to be made is left";
+  EXPECT_EQ(store_->admin().stats().segments, files_in_segments(false));
+  reopen();
+  expect_files(data);
 }
 
 TEST_F(BackingFaultsTest, AColdReadThatFailsIsEioAndTheFileStaysForTheNextRead) {

@@ -109,6 +109,11 @@ int FaultFs::fdatasync(int fd) {
   return real_->fdatasync(fd);
 }
 
+int FaultFs::fsync(int fd) {
+  if (int e = check(Op::kFsync, path_of(fd))) return e;
+  return real_->fsync(fd);
+}
+
 int FaultFs::fallocate(int fd, uint64_t off, uint64_t len) {
   if (int e = check(Op::kFallocate, path_of(fd))) return e;
   return real_->fallocate(fd, off, len);
@@ -137,6 +142,16 @@ int FaultFs::rename(const std::string& from, const std::string& to) {
 int FaultFs::unlink(const std::string& path) {
   if (int e = check(Op::kUnlink, path)) return e;
   return real_->unlink(path);
+}
+
+int FaultFs::mkdir(const std::string& path, mode_t mode) {
+  if (int e = check(Op::kMkdir, path)) return e;
+  return real_->mkdir(path, mode);
+}
+
+int FaultFs::list(const std::string& dir, std::vector<std::string>* names) {
+  if (int e = check(Op::kList, dir)) return e;
+  return real_->list(dir, names);
 }
 
 }  // namespace kvfs

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -31,12 +32,15 @@ class FaultFs final : public BackingFs {
     kPread,
     kPwrite,
     kFdatasync,
+    kFsync,
     kFallocate,
     kFtruncate,
     kFchmod,
     kFstat,
     kRename,
     kUnlink,
+    kMkdir,
+    kList,
     kCount
   };
   struct Rule {
@@ -62,12 +66,15 @@ class FaultFs final : public BackingFs {
   ssize_t pread(int fd, void* buf, size_t n, uint64_t off) override;
   ssize_t pwrite(int fd, const void* buf, size_t n, uint64_t off) override;
   int fdatasync(int fd) override;
+  int fsync(int fd) override;
   int fallocate(int fd, uint64_t off, uint64_t len) override;
   int ftruncate(int fd, uint64_t len) override;
   int fchmod(int fd, mode_t mode) override;
   int fstat(int fd, struct stat* st) override;
   int rename(const std::string& from, const std::string& to) override;
   int unlink(const std::string& path) override;
+  int mkdir(const std::string& path, mode_t mode) override;
+  int list(const std::string& dir, std::vector<std::string>* names) override;
 
  private:
   struct Armed {

@@ -2,7 +2,8 @@
 // HeadPublisher (core/segments/head_publisher.h) over a real dir: the name
 // it keeps in heads/ follows the state it is given, one rename per change,
 // none without; a restart takes over what the last run left; a head removed
-// by hand comes back; overlapping publishes end on the last state.
+// by hand comes back; a rename that fails is made later; overlapping
+// publishes end on the last state.
 #include "core/segments/head_publisher.h"
 
 #include <dirent.h>
@@ -14,6 +15,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "tests/fault_fs.h"
 
 namespace kvfs {
 namespace {
@@ -29,10 +32,13 @@ class HeadPublisherTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   std::unique_ptr<HeadPublisher> publisher(const std::string& node) {
-    return std::make_unique<HeadPublisher>(root_, node, nullptr, [this] {
-      std::lock_guard l(mu_);
-      return state_;
-    });
+    return std::make_unique<HeadPublisher>(
+        root_, node, nullptr,
+        [this] {
+          std::lock_guard l(mu_);
+          return state_;
+        },
+        &fs_);
   }
   void set(uint64_t last, std::vector<std::pair<uint64_t, uint64_t>> open) {
     std::lock_guard l(mu_);
@@ -47,6 +53,7 @@ class HeadPublisherTest : public ::testing::Test {
   }
 
   std::string root_;
+  FaultFs fs_;  // the head files' calls, failing on cue
   std::mutex mu_;
   layout::NodeHead state_;
 };
@@ -88,6 +95,23 @@ TEST_F(HeadPublisherTest, AHeadRemovedByHandComesBackAtTheNextChange) {
   set(1, {{1, 0x10}});
   p->publish();
   EXPECT_EQ(names(), std::vector<std::string>{"n1.2.1.1-10"});
+}
+
+// A rename that fails (a stalled server) leaves the change pending: the
+// timer's publish_pending() makes it, under a newer gen than the failed
+// one (which may have happened all the same, its reply lost).
+TEST_F(HeadPublisherTest, AFailedRenameIsMadeLaterUnderANewerGen) {
+  auto p = publisher("n1");
+  ASSERT_TRUE(p->init().ok());
+  fs_.fail({.op = FaultFs::Op::kRename, .err = EIO, .path_has = "/heads/", .times = 1});
+  set(2, {{2, 0x20}});
+  p->publish();
+  EXPECT_EQ(fs_.failed(FaultFs::Op::kRename), 1u);
+  EXPECT_EQ(names(), std::vector<std::string>{"n1.1.0"});
+  EXPECT_EQ(p->renames(), 0u);
+  p->publish_pending();
+  EXPECT_EQ(names(), std::vector<std::string>{"n1.3.2.2-20"});
+  EXPECT_EQ(p->renames(), 1u);
 }
 
 TEST_F(HeadPublisherTest, OverlappingPublishesEndOnTheLastState) {

@@ -242,7 +242,7 @@ TEST_F(RuntimeConfig, ChangesApplyTogetherOrNotAtAll) {
 }
 
 // Every runtime option of the store's table takes effect through
-// BlockStore::reconfigure: the live config reads back the new value.
+// StoreAdmin::reconfigure: the live config reads back the new value.
 TEST_F(RuntimeConfig, EveryRuntimeOptionTakesEffect) {
   const std::map<std::string, std::string> next = {
       {"ram_size", "48M"}, {"capacity", "3G"},  {"evict_grace", "11"},

@@ -20,6 +20,7 @@
 
 #include "core/backing/disk_layout.h"
 #include "core/segments/segment_store.h"
+#include "tests/fault_fs.h"
 #include "tests/peer_files_fixture.h"
 
 namespace kvfs {
@@ -34,7 +35,7 @@ class PeerLogTest : public PeerFilesTest {
       c.backing_dir = root_ + "/backing";
       c.index_dir = root_ + "/index.b";
       c.node_id = "b";
-      auto s = SegmentStore::Open(c);
+      auto s = SegmentStore::Open(c, nullptr, &fs_);
       EXPECT_TRUE(s.ok()) << s.status().ToString();
       segs_ = std::move(*s);
       log_ = std::make_unique<PeerLog>(c.backing_dir, "b", segs_.get(), nullptr, &clock_);
@@ -82,20 +83,15 @@ class PeerLogTest : public PeerFilesTest {
         std::filesystem::remove(e.path());
   }
 
-  // One follow pass of b while each of segs (names in the segment dir) is
-  // a symlink loop, so that its open fails (ELOOP, as on a stalled
-  // server); they are put back after it.
+  // One follow pass of b while the open of each of segs (names in the
+  // segment dir) fails with EIO, as on a server that stalls and gives up.
   Status pass_with_opens_failing(PeerLog& b, const std::set<std::string>& segs) {
-    const std::string dir = layout::segment_dir(root_ + "/backing");
-    for (const std::string& n : segs) {
-      EXPECT_EQ(::rename((dir + "/" + n).c_str(), (dir + "/" + n + ".away").c_str()), 0);
-      EXPECT_EQ(::symlink(n.c_str(), (dir + "/" + n).c_str()), 0);
-    }
+    for (const std::string& n : segs)
+      fs_.fail({.op = FaultFs::Op::kOpen, .err = EIO, .path_has = "/" + n});
+    const uint64_t failed = fs_.failed(FaultFs::Op::kOpen);
     Status st = b.poll(PeerLog::Pass::kFollow);
-    for (const std::string& n : segs) {
-      EXPECT_EQ(::unlink((dir + "/" + n).c_str()), 0);
-      EXPECT_EQ(::rename((dir + "/" + n + ".away").c_str(), (dir + "/" + n).c_str()), 0);
-    }
+    EXPECT_GT(fs_.failed(FaultFs::Op::kOpen), failed) << "no open of those segments was tried";
+    fs_.heal();
     return st;
   }
 
@@ -111,6 +107,7 @@ class PeerLogTest : public PeerFilesTest {
     return k;
   }
 
+  FaultFs fs_;  // under the follower's segment store: its opens fail on cue
   std::unique_ptr<SegmentStore> segs_;
   std::unique_ptr<PeerLog> log_;
 };
@@ -296,6 +293,23 @@ TEST_F(PeerLogTest, ALookThatAHeadsMoveOwesIsTriedAgainUntilItSucceeds) {
   const std::set<std::string> segs = segments_of("a");
   close("a");
   EXPECT_FALSE(pass_with_opens_failing(b, segs).ok());
+  ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
+  EXPECT_TRUE(b.find("f2").has_value());
+}
+
+// A listing of segments/ that fails (a stalled server) is made again at the
+// next pass: the new segment it was for is not missed.
+TEST_F(PeerLogTest, AFailedListingIsMadeAgainAtTheNextPass) {
+  put(node("a"), kRootIno, "f1", "one");
+  PeerLog& b = follower();
+  ASSERT_TRUE(b.poll().ok());
+  ASSERT_TRUE(b.find("f1").has_value());
+  close("a");
+  put(node("a"), kRootIno, "f2", "two");  // in a new segment: a's head's last id moves
+  fs_.fail({.op = FaultFs::Op::kList, .err = EIO, .path_has = "/segments", .times = 1});
+  EXPECT_FALSE(b.poll(PeerLog::Pass::kFollow).ok());
+  EXPECT_EQ(fs_.failed(FaultFs::Op::kList), 1u) << "the pass did not list segments/";
+  EXPECT_FALSE(b.find("f2").has_value());
   ASSERT_TRUE(b.poll(PeerLog::Pass::kFollow).ok());
   EXPECT_TRUE(b.find("f2").has_value());
 }

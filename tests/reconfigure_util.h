@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // One runtime option of a BlockStore changed, the rest kept, through its one
-// runtime setter (BlockStore::reconfigure), as `kvfs-admin config K=V` does.
+// runtime setter (StoreAdmin::reconfigure), as `kvfs-admin config K=V` does.
 #pragma once
 
 #include "core/store/block_store.h"

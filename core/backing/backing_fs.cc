@@ -2,10 +2,13 @@
 // BackingFs::posix(): the system calls, -errno on failure (backing_fs.h).
 #include "core/backing/backing_fs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
 
 namespace kvfs {
 namespace {
@@ -37,6 +40,9 @@ class PosixFs final : public BackingFs {
   int fdatasync(int fd) override {
     return retry([&] { return ::fdatasync(fd); });
   }
+  int fsync(int fd) override {
+    return retry([&] { return ::fsync(fd); });
+  }
   int fallocate(int fd, uint64_t off, uint64_t len) override {
     return retry(
         [&] { return ::fallocate(fd, 0, static_cast<off_t>(off), static_cast<off_t>(len)); });
@@ -55,6 +61,22 @@ class PosixFs final : public BackingFs {
   }
   int unlink(const std::string& path) override {
     return retry([&] { return ::unlink(path.c_str()); });
+  }
+  int mkdir(const std::string& path, mode_t mode) override {
+    return retry([&] { return ::mkdir(path.c_str(), mode); });
+  }
+  int list(const std::string& dir, std::vector<std::string>* names) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return -errno;
+    errno = 0;
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view n = e->d_name;
+      if (n != "." && n != "..") names->emplace_back(n);
+      errno = 0;
+    }
+    const int e = errno;  // readdir's end or its error
+    ::closedir(d);
+    return e ? -e : 0;
   }
   bool kernel_direct() const override { return true; }
 };

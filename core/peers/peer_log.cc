@@ -156,8 +156,9 @@ Status PeerLog::poll(Pass kind) {
   bool heads_listed = false;
   if (awake) {
     auto fresh = std::make_shared<std::map<std::string, layout::NodeHead>>();
-    if (Status s = io("listing of " + head_dir_,
-                      [dir = head_dir_, fresh] { return list_heads(dir, fresh.get()); });
+    if (Status s =
+            io("listing of " + head_dir_, [fs = &segs_->fs(), dir = head_dir_,
+                                           fresh] { return list_heads(*fs, dir, fresh.get()); });
         !s.ok()) {
       fail(std::move(s));
     } else {
@@ -211,8 +212,9 @@ Status PeerLog::poll(Pass kind) {
   }
   auto names = std::make_shared<std::vector<std::string>>();
   if (listing) {
-    if (Status s = io("listing of " + dir_,
-                      [dir = dir_, names] { return list_segments(dir, names.get()); });
+    if (Status s =
+            io("listing of " + dir_, [fs = &segs_->fs(), dir = dir_,
+                                      names] { return list_segments(*fs, dir, names.get()); });
         !s.ok()) {
       // The heads as before, so that the next pass sees what moved again.
       if (heads_listed) {
@@ -360,10 +362,10 @@ Status PeerLog::poll(Pass kind) {
     }
     auto out = std::make_shared<ScanOut>();
     ++opens;
-    Status st =
-        io("read of peer segment " + s.path, [path = s.path, id = s.id, pos = s.pos, end, out] {
-          return scan_peer_segment(path, id, pos, end, out.get());
-        });
+    Status st = io("read of peer segment " + s.path,
+                   [fs = &segs_->fs(), path = s.path, id = s.id, pos = s.pos, end, out] {
+                     return scan_peer_segment(*fs, path, id, pos, end, out.get());
+                   });
     if (!st.ok()) {
       failed.insert(k.first);
       active[k.first] = true;

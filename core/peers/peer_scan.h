@@ -3,7 +3,8 @@
 // segment dir or the heads dir, read one peer segment from a position.
 // Each runs under BackingIo::run (peer_log.cc) and writes only to what the
 // call owns, so that a call left behind by its deadline harms nothing.
-// Thread-safe (no shared state).
+// Every call goes through the BackingFs it is given (the follower's
+// SegmentStore's). Thread-safe (no shared state).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backing/backing_fs.h"
 #include "core/backing/disk_layout.h"
 #include "core/records/record.h"
 #include "core/util/status.h"
@@ -33,12 +35,13 @@ struct ScanOut {
 // of them if the file is shorter than pos: cut short by hand). end (0: not
 // known): where its owner's head says its complete records end; then the
 // scan stops there, and the file's size, seal and tail are not looked at.
-Status scan_peer_segment(const std::string& path, uint64_t id, uint64_t pos, uint64_t end,
-                         ScanOut* out);
+Status scan_peer_segment(BackingFs& fs, const std::string& path, uint64_t id, uint64_t pos,
+                         uint64_t end, ScanOut* out);
 // The segment file names in dir.
-Status list_segments(const std::string& dir, std::vector<std::string>* names);
+Status list_segments(BackingFs& fs, const std::string& dir, std::vector<std::string>* names);
 // Every node's newest head in dir (disk_layout.h, NodeHead), by node; an
 // absent dir (no node has a head) is none.
-Status list_heads(const std::string& dir, std::map<std::string, layout::NodeHead>* heads);
+Status list_heads(BackingFs& fs, const std::string& dir,
+                  std::map<std::string, layout::NodeHead>* heads);
 
 }  // namespace kvfs

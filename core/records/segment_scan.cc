@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/records/segment_scan.h"
 
-#include <unistd.h>
-
 #include <string>
 
 namespace kvfs {
@@ -10,14 +8,14 @@ namespace {
 
 // Whether every block that the entries place in [start, end) of segment id
 // reads back with its hash.
-bool blocks_intact(int fd, uint64_t id, uint64_t start, uint64_t end,
+bool blocks_intact(BackingFs& fs, int fd, uint64_t id, uint64_t start, uint64_t end,
                    const std::vector<RecordEntry>& entries, std::string* buf) {
   for (const RecordEntry& e : entries)
     for (const BlockExtent& b : e.snap.extents) {
       const Extent& x = b.ext;
       if (x.seg != id || x.off < start || x.off + x.len > end) continue;
       buf->resize(x.len);
-      if (::pread(fd, buf->data(), x.len, static_cast<off_t>(x.off)) != ssize_t(x.len) ||
+      if (fs.pread(fd, buf->data(), x.len, x.off) != ssize_t(x.len) ||
           hash_bytes(buf->data(), x.len) != x.hash)
         return false;
     }
@@ -26,25 +24,24 @@ bool blocks_intact(int fd, uint64_t id, uint64_t start, uint64_t end,
 
 }  // namespace
 
-void scan_segment_fd(int fd, uint64_t id, uint64_t size, const RecordFn& fn, uint64_t* valid_bytes,
-                     uint64_t from, ScanCheck check, uint64_t* damaged) {
+void scan_segment_fd(BackingFs& fs, int fd, uint64_t id, uint64_t size, const RecordFn& fn,
+                     uint64_t* valid_bytes, uint64_t from, ScanCheck check, uint64_t* damaged) {
   uint64_t off = from;
   std::string meta, block;
   while (off + kRecordHeaderSize <= size) {
     char hdr[kRecordHeaderSize];
-    if (::pread(fd, hdr, sizeof(hdr), static_cast<off_t>(off)) != ssize_t(sizeof(hdr))) break;
+    if (fs.pread(fd, hdr, sizeof(hdr), off) != ssize_t(sizeof(hdr))) break;
     RecordHeader h;
     if (!decode_header(hdr, &h).ok() || off + h.total_len() > size) break;
     meta.resize(h.meta_len);
     if (h.meta_len > 0 &&
-        ::pread(fd, meta.data(), h.meta_len, static_cast<off_t>(off + kRecordHeaderSize)) !=
-            ssize_t(h.meta_len))
+        fs.pread(fd, meta.data(), h.meta_len, off + kRecordHeaderSize) != ssize_t(h.meta_len))
       break;
     if (hash_bytes(meta.data(), meta.size()) != h.meta_hash) break;
     std::vector<RecordEntry> entries;
     if (!decode_entries(meta, &entries).ok()) break;
     if (check == ScanCheck::kBlocks &&
-        !blocks_intact(fd, id, off, off + h.total_len(), entries, &block)) {
+        !blocks_intact(fs, fd, id, off, off + h.total_len(), entries, &block)) {
       if (damaged) ++*damaged;
     } else {
       fn(off, h, entries);

@@ -4,13 +4,15 @@
 // and what a peer does to follow another node's log (peer_log.h) without
 // owning the file.
 //
-// Thread-safe (no state); the descriptor is only pread, never moved.
+// Thread-safe (no state); the descriptor is only pread (through fs, the
+// BackingFs it was opened with), never moved.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "core/backing/backing_fs.h"
 #include "core/records/record.h"
 #include "core/util/status.h"
 
@@ -27,7 +29,7 @@ using RecordFn = std::function<void(uint64_t off, const RecordHeader&, std::vect
 // from `from`, a record start, stopping quietly at the first torn or corrupt
 // record. valid_bytes: the end of the last complete record. With kBlocks a
 // record whose blocks fail is skipped and counted in *damaged.
-void scan_segment_fd(int fd, uint64_t id, uint64_t size, const RecordFn& fn, uint64_t* valid_bytes,
-                     uint64_t from, ScanCheck check, uint64_t* damaged);
+void scan_segment_fd(BackingFs& fs, int fd, uint64_t id, uint64_t size, const RecordFn& fn,
+                     uint64_t* valid_bytes, uint64_t from, ScanCheck check, uint64_t* damaged);
 
 }  // namespace kvfs

@@ -16,22 +16,22 @@
 
 namespace kvfs {
 
-HeadPublisher::HeadPublisher(std::string backing, std::string node, BackingIo* io, Source source)
+HeadPublisher::HeadPublisher(std::string backing, std::string node, BackingIo* io, Source source,
+                             BackingFs* fs)
     : dir_(layout::head_dir(backing)),
       node_(std::move(node)),
       io_(io),
+      fs_(fs ? fs : BackingFs::posix()),
       source_(std::move(source)) {}
 
 Status HeadPublisher::init() {
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::FromErrno(errno, "mkdir " + dir_);
+  if (const int r = fs_->mkdir(dir_, 0755); r < 0 && r != -EEXIST)
+    return Status::FromErrno(-r, "mkdir " + dir_);
   std::vector<std::pair<uint64_t, std::string>> mine;  // (gen, name)
-  DIR* d = ::opendir(dir_.c_str());
-  if (!d) return Status::FromErrno(errno, "list " + dir_);
-  while (dirent* e = ::readdir(d))
-    if (auto h = layout::parse_head_name(e->d_name); h && h->node == node_)
-      mine.emplace_back(h->gen, e->d_name);
-  ::closedir(d);
+  std::vector<std::string> names;
+  if (const int r = fs_->list(dir_, &names); r < 0) return Status::FromErrno(-r, "list " + dir_);
+  for (const std::string& n : names)
+    if (auto h = layout::parse_head_name(n); h && h->node == node_) mine.emplace_back(h->gen, n);
   std::sort(mine.begin(), mine.end());
   {
     std::lock_guard l(mu_);
@@ -42,8 +42,8 @@ Status HeadPublisher::init() {
   }
   for (size_t i = 0; i + 1 < mine.size(); ++i) {
     const std::string path = dir_ + "/" + mine[i].second;
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      return Status::FromErrno(errno, "unlink " + path);
+    if (const int r = fs_->unlink(path); r < 0 && r != -ENOENT)
+      return Status::FromErrno(-r, "unlink " + path);
   }
   layout::NodeHead h = source_();
   h.node = node_;
@@ -70,13 +70,14 @@ Status HeadPublisher::rename_to(const std::string& name) {
   auto op = io_ ? io_->track("rename of head " + name) : BackingIo::Op();
   if (!from.empty()) {
     const std::string old = dir_ + "/" + from;
-    if (::rename(old.c_str(), to.c_str()) == 0) return Status::OK();
-    if (errno != ENOENT) return Status::FromErrno(errno, "rename " + old + " to " + name);
+    const int r = fs_->rename(old, to);
+    if (r == 0) return Status::OK();
+    if (r != -ENOENT) return Status::FromErrno(-r, "rename " + old + " to " + name);
     // Gone (removed by hand, or the dir wiped): made again below.
   }
-  const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno(errno, "create " + to);
-  ::close(fd);
+  const int fd = fs_->open(to, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(-fd, "create " + to);
+  (void)fs_->close(fd);
   return Status::OK();
 }
 

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/backing/backing_fs.h"
 #include "core/backing/disk_layout.h"
 #include "core/util/status.h"
 
@@ -31,7 +32,9 @@ class HeadPublisher {
   // The state now: last_id and open (ascending id); node and gen are set here.
   using Source = std::function<layout::NodeHead()>;
   // io (optional) marks each rename as a backing call.
-  HeadPublisher(std::string backing, std::string node, BackingIo* io, Source source);
+  // fs: the calls the head files are made with (nullptr: the real ones).
+  HeadPublisher(std::string backing, std::string node, BackingIo* io, Source source,
+                BackingFs* fs = nullptr);
 
   // At mount, before any segment is open: makes heads/ if missing, takes
   // over the newest head an earlier run of this node left (its gen goes
@@ -54,6 +57,7 @@ class HeadPublisher {
   const std::string dir_;  // <backing>/heads
   const std::string node_;
   BackingIo* const io_;
+  BackingFs* const fs_;
   const Source source_;
 
   mutable std::mutex mu_;

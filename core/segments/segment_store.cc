@@ -59,8 +59,14 @@ Result<std::unique_ptr<SegmentWriter>> SegmentStore::new_writer() {
     std::unique_lock l(mu_);
     made_id_ = std::max(made_id_, id);  // its file exists, whatever the dir sync says
   }
-  if (Status s = sync_dir(dir_); !s.ok()) {
+  if (Status s = sync_dir(dir_, fs_); !s.ok()) {
+    // Not known to be durable: nothing is written to it. Out of the store,
+    // and removed (it is empty), so that it is neither counted nor left
+    // open forever.
     (void)fs_->close(fd);
+    (void)fs_->unlink(path);
+    std::unique_lock l(mu_);
+    segs_.erase(id);
     return s;
   }
   {
@@ -408,12 +414,12 @@ Status SegmentStore::scan(uint64_t id, const RecordFn& fn, uint64_t* valid_bytes
     path = it->second.path;
   }
   auto op = track("scan of segment " + path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  const int fd = fs_->open(path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(-fd, "open " + path);
   struct stat st;
-  const uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-  scan_segment_fd(fd, id, size, fn, valid_bytes, from, check, damaged);
-  ::close(fd);
+  const uint64_t size = fs_->fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  scan_segment_fd(*fs_, fd, id, size, fn, valid_bytes, from, check, damaged);
+  (void)fs_->close(fd);
   return Status::OK();
 }
 

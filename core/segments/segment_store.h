@@ -74,8 +74,7 @@ class SegmentStore : public SpaceUsage {
   // io (optional; offline tools have none) bounds and marks backing calls.
   // fs (optional: the system calls) reaches the segment files; it must
   // outlive the store and every read its deadline left running.
-  static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg,
-                                                    BackingIo* io = nullptr,
+  static Result<std::unique_ptr<SegmentStore>> Open(const StoreConfig& cfg, BackingIo* io = nullptr,
                                                     BackingFs* fs = nullptr);
   ~SegmentStore() override;
 
@@ -86,9 +85,12 @@ class SegmentStore : public SpaceUsage {
   // only its own segments. Otherwise the dir's single owner, which knows all.
   bool shared() const { return shared_; }
   bool direct_io() const { return direct_io_; }
+  // The calls its files are reached through (PeerLog reads peers' with it).
+  BackingFs& fs() const { return *fs_; }
 
   // fsync of a directory: the names made or removed in it are durable.
-  static Status sync_dir(const std::string& dir);
+  // fs: the calls it makes (nullptr: the real ones).
+  static Status sync_dir(const std::string& dir, BackingFs* fs = nullptr);
 
   // Starts a new, empty segment with the next id.
   Result<std::unique_ptr<SegmentWriter>> new_writer();

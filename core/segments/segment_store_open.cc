@@ -253,13 +253,13 @@ Status join_nodes(const std::string& backing, const std::string& node, bool read
 
 }  // namespace
 
-Status SegmentStore::sync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + dir);
-  int r = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  return r == 0 ? Status::OK() : Status::FromErrno(e, "fsync " + dir);
+Status SegmentStore::sync_dir(const std::string& dir, BackingFs* fs) {
+  if (!fs) fs = BackingFs::posix();
+  const int fd = fs->open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(-fd, "open " + dir);
+  const int r = fs->fsync(fd);
+  (void)fs->close(fd);
+  return r == 0 ? Status::OK() : Status::FromErrno(-r, "fsync " + dir);
 }
 
 Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg, BackingIo* io,
@@ -363,8 +363,8 @@ Result<std::unique_ptr<SegmentStore>> SegmentStore::Open(const StoreConfig& cfg,
   // this node from the listing of segments/, as before heads.
   if (s->shared_ && !cfg.read_only) {
     SegmentStore* self = s.get();
-    s->head_ = std::make_unique<HeadPublisher>(cfg.backing_dir, s->node_, io,
-                                               [self] { return self->head_state(); });
+    s->head_ = std::make_unique<HeadPublisher>(
+        cfg.backing_dir, s->node_, io, [self] { return self->head_state(); }, s->fs_);
     if (Status st = s->head_->init(); !st.ok()) {
       spdlog::warn("this node's head in {}: {}; peers follow it from the segment listing",
                    layout::head_dir(cfg.backing_dir), st.ToString());
