@@ -126,8 +126,7 @@ class CorePartsFixture : public ::testing::Test {
     std::lock_guard g(in->mu);
     write_locked(*in, 0, bytes);
     if (writing) {
-      ++in->open_writers;
-      ++in->active_writers;
+      in->opens.opened(/*writable=*/true);
       flusher_->track_locked(in);
     } else {
       flusher_->enqueue_locked(in, false);

@@ -102,7 +102,7 @@ TEST_F(EvictorPartsTest, FilesInTheirGraceAndOpenFilesStay) {
   auto v = files(6, 2 * kMiB, 5);  // accessed 5 .. 0 s ago: within the 10 s grace
   {
     std::lock_guard g(v[0]->mu);
-    ++v[0]->open_count;  // the oldest is open
+    v[0]->opens.opened(false);  // the oldest is open
   }
   budget_->set_capacity(segs_->segment_bytes() / 2);
   evictor_->pass_now();
@@ -115,7 +115,7 @@ TEST_F(EvictorPartsTest, FilesInTheirGraceAndOpenFilesStay) {
   EXPECT_EQ(gone().count("f0"), 0u);
   EXPECT_GE(evictor_->stats().evicted_capacity, 1u);
   std::lock_guard g(v[0]->mu);
-  --v[0]->open_count;
+  (void)v[0]->opens.released(false, false);
 }
 
 // The journal's commit of an eviction fails (its index volume is full): no

@@ -185,12 +185,12 @@ TEST_F(FileDataTest, ReadyToFlushMeansDirtyLinkedAndComplete) {
   in.mode = S_IFREG | 0644;
   std::lock_guard g(in.mu);
   in.flush.changed();
-  in.active_writers = 1;
+  in.opens.opened(/*writable=*/true);
   EXPECT_FALSE(FileData::ready_to_flush_locked(in));  // still being written
   (void)in.flush.begin_fsync();
   EXPECT_TRUE(FileData::ready_to_flush_locked(in));  // unless an fsync asks
   in.flush.end_fsync();
-  in.active_writers = 0;
+  in.opens.sealed();
   EXPECT_TRUE(FileData::ready_to_flush_locked(in));
   in.linked = false;
   EXPECT_FALSE(FileData::ready_to_flush_locked(in));

@@ -30,6 +30,14 @@ TEST(FlushState, AChangeIsDirtyUntilACommitOfItsVersion) {
   EXPECT_FALSE(f.in_flight());
 }
 
+TEST(FlushState, AnAtimeAloneIsNotDirtyAndIsTakenOnceByFlushAll) {
+  FlushState f;
+  f.atime_changed();
+  EXPECT_FALSE(f.dirty());  // no flush of its own
+  EXPECT_TRUE(f.take_atime(key()));
+  EXPECT_FALSE(f.take_atime(key()));  // taken: the next flush_all has nothing
+}
+
 TEST(FlushState, AChangeWhileInFlightStaysDirtyAndGoesAgain) {
   FlushState f;
   f.changed();

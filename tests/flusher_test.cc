@@ -126,8 +126,7 @@ TEST_F(FlusherTest, LeavesAFileBeingWrittenUntilItsWriterCloses) {
   {
     std::lock_guard g(in->mu);
     EXPECT_TRUE(in->dirty());
-    --in->active_writers;
-    --in->open_writers;
+    ASSERT_TRUE(in->opens.released(/*writable=*/true, /*was_sealed=*/false));
     flusher_->untrack_locked(in);
     ASSERT_TRUE(FileData::ready_to_flush_locked(*in));
     flusher_->enqueue_locked(in, false);
@@ -136,6 +135,30 @@ TEST_F(FlusherTest, LeavesAFileBeingWrittenUntilItsWriterCloses) {
   auto idx = committed();
   ASSERT_EQ(idx.count(in->ino), 1u);
   expect_bytes(idx[in->ino]);
+}
+
+// fsync: the file is committed now, even while its writer has it open, and
+// a refusal for room comes back as the file's own error.
+TEST_F(FlusherTest, SyncCommitsAFileStillOpenForWritingAndReturnsItsFailure) {
+  start(256 * kMiB, std::chrono::milliseconds(200));
+  InodeRef in = make_file("open", 2 * kMiB, /*writing=*/true);
+  ASSERT_TRUE(flusher_->sync(in).ok());
+  auto idx = committed();
+  ASSERT_EQ(idx.count(in->ino), 1u);
+  expect_bytes(idx[in->ino]);
+  {
+    std::lock_guard g(in->mu);
+    EXPECT_FALSE(in->dirty());
+    EXPECT_FALSE(in->flush.syncing());
+  }
+  EXPECT_TRUE(flusher_->sync(in).ok());  // clean: at once
+  budget_->set_capacity(4 * kMiB);
+  InodeRef big = make_file("big", 24 * kMiB, /*writing=*/true);
+  const Status st = flusher_->sync(big);
+  EXPECT_EQ(st.code(), Status::Code::kAtCapacity) << st.ToString();
+  std::lock_guard g(big->mu);
+  EXPECT_TRUE(big->dirty());
+  EXPECT_FALSE(big->flush.syncing());
 }
 
 TEST_F(FlusherTest, ARefusedFlushSaysAtCapacityAndGoesOnOnceThereIsRoom) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// SpaceBudget on its own: grants under the cap, waiting for passes (with the
-// serve callback that lets a pass finish), giving up, the no-space state and
-// stop. The segments' usage is a counter here: the budget only reads it.
+// SpaceBudget on its own: grants under the cap, waiting for passes (stepped
+// by the flush, which writes what a pass waits for between the steps),
+// giving up, the no-space state and stop. The segments' usage is a counter
+// here: the budget only reads it.
 #include "core/space/space_budget.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +35,16 @@ SpaceBudget::Limits limits(uint64_t cap) {
   return l;
 }
 
+// What a flush does (the protocol in space_budget.h): ask, then step until
+// the wait is over, doing `between` after each step that is not the last.
+Status wait_for_room(SpaceBudget& b, uint64_t bytes, const std::function<void()>& between = {}) {
+  SpaceBudget::RoomWait w;
+  b.ask_room(bytes, &w);
+  while (!b.step(w))
+    if (between) between();
+  return w.result();
+}
+
 // An evictor thread that also runs every 10 ms, as the real one does
 // (housekeeping); `pass` says whether the pass freed anything.
 std::thread periodic_passes(SpaceBudget& b, std::function<bool()> pass) {
@@ -46,17 +57,17 @@ TEST(SpaceBudgetTest, GrantsUnderTheCapAndHoldsAGrantUntilReleased) {
   Usage u;
   u.used = 2 * kMiB;
   SpaceBudget b(limits(10 * kMiB), &u);
-  ASSERT_TRUE(b.wait_for_room(6 * kMiB, [] {}).ok());
+  ASSERT_TRUE(wait_for_room(b, 6 * kMiB).ok());
   EXPECT_EQ(b.inflight(), 6 * kMiB);
   EXPECT_EQ(b.pending(), 6 * kMiB);
   // 2 used + 6 granted + 4 asked > 10: no evictor runs here, so the round
   // ends without a pass and the flush is refused.
-  Status st = b.wait_for_room(4 * kMiB, [] {});
+  Status st = wait_for_room(b, 4 * kMiB);
   EXPECT_EQ(st.code(), Status::Code::kAtCapacity) << st.ToString();
   EXPECT_EQ(b.refusals(), 1u);
   EXPECT_EQ(b.pending(), 6 * kMiB);  // the refused ask is not left behind
   b.release(6 * kMiB);
-  EXPECT_TRUE(b.wait_for_room(4 * kMiB, [] {}).ok());
+  EXPECT_TRUE(wait_for_room(b, 4 * kMiB).ok());
   EXPECT_EQ(b.inflight(), 4 * kMiB);
 }
 
@@ -79,7 +90,7 @@ TEST(SpaceBudgetTest, AWaitingFlushAsksForAPassAndGetsTheRoomItFrees) {
       b.pass_done(frees);
     }
   });
-  Status st = b.wait_for_room(3 * kMiB, [] {});
+  Status st = wait_for_room(b, 3 * kMiB);
   EXPECT_TRUE(st.ok()) << st.ToString();
   // The pass saw what the flush waited for: it must make room for it too.
   EXPECT_GE(seen_pending.load(), 3 * kMiB);
@@ -89,8 +100,9 @@ TEST(SpaceBudgetTest, AWaitingFlushAsksForAPassAndGetsTheRoomItFrees) {
 
 TEST(SpaceBudgetTest, AWaitingFlushServesWhatThePassWaitsFor) {
   // The evictor's pass cannot free space until the flusher that waits for
-  // room has written something (a re-logged snapshot): serve must run while
-  // it waits, with no lock held, or the two wait for each other.
+  // room has written something (a re-logged snapshot): each step must give
+  // the flush back its thread, with no lock held, or the two wait for each
+  // other.
   Usage u;
   u.used = 10 * kMiB;
   SpaceBudget b(limits(10 * kMiB), &u);
@@ -104,7 +116,7 @@ TEST(SpaceBudgetTest, AWaitingFlushServesWhatThePassWaitsFor) {
     b.pass_done(served);
     b.pass_done(false);  // counts as the second pass that began after the ask
   });
-  Status st = b.wait_for_room(1 * kMiB, [&] { served = true; });
+  Status st = wait_for_room(b, 1 * kMiB, [&] { served = true; });
   evictor.join();
   EXPECT_TRUE(served.load());
   EXPECT_TRUE(st.ok()) << st.ToString();
@@ -121,7 +133,7 @@ TEST(SpaceBudgetTest, GivesUpOnceAWholePassFreesNothing) {
     return false;
   });
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = b.wait_for_room(1 * kMiB, [] {});
+  Status st = wait_for_room(b, 1 * kMiB);
   EXPECT_EQ(st.code(), Status::Code::kAtCapacity) << st.ToString();
   // Long before give_up (20 s): the passes ran and freed nothing.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
@@ -139,7 +151,7 @@ TEST(SpaceBudgetTest, AFlushWaitsForAnotherFlushInFlightBeforeGivingUp) {
   Usage u;
   u.used = 4 * kMiB;
   SpaceBudget b(limits(10 * kMiB), &u);
-  ASSERT_TRUE(b.wait_for_room(5 * kMiB, [] {}).ok());  // the batch in flight
+  ASSERT_TRUE(wait_for_room(b, 5 * kMiB).ok());  // the batch in flight
   std::atomic<int> passes{0};
   std::thread evictor = periodic_passes(b, [&] {
     ++passes;
@@ -148,7 +160,7 @@ TEST(SpaceBudgetTest, AFlushWaitsForAnotherFlushInFlightBeforeGivingUp) {
   std::atomic<bool> done{false};
   Status st;
   std::thread asker([&] {
-    st = b.wait_for_room(4 * kMiB, [] {});
+    st = wait_for_room(b, 4 * kMiB);
     done = true;
   });
   // Well past the two passes that used to end the wait.
@@ -177,7 +189,7 @@ TEST(SpaceBudgetTest, AFlushWaitsWhilePassesEvictThoughOtherFlushesFillWhatTheyF
     if (++passes > 8 && u.used >= 10 * kMiB) u.used -= 4 * kMiB;
     return true;
   });
-  Status st = b.wait_for_room(3 * kMiB, [] {});
+  Status st = wait_for_room(b, 3 * kMiB);
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_GT(passes.load(), 8);
   b.stop();
@@ -197,7 +209,7 @@ TEST(SpaceBudgetTest, AWaitWhosePassesNeverFreeEnoughEndsAtGiveUpOnTheBudgetsClo
   l.clock = &clock;
   SpaceBudget b(l, &u);
   std::thread evictor = periodic_passes(b, [] { return true; });  // "progress", never room
-  auto wait = std::async(std::launch::async, [&] { return b.wait_for_room(3 * kMiB, [] {}); });
+  auto wait = std::async(std::launch::async, [&] { return wait_for_room(b, 3 * kMiB); });
   // An hour on, again until the wait is over (the first one after the wait
   // took its deadline ends it); bounded, where the real hour is not.
   int hours = 0;
@@ -249,12 +261,72 @@ TEST(SpaceBudgetTest, StopEndsEveryWait) {
   SpaceBudget b(l, &u);
   std::atomic<bool> waiting{false};
   Status st;
-  std::thread flush([&] { st = b.wait_for_room(1 * kMiB, [&] { waiting = true; }); });
+  std::thread flush([&] { st = wait_for_room(b, 1 * kMiB, [&] { waiting = true; }); });
   while (!waiting) std::this_thread::yield();  // it is inside the wait
   b.stop();
   flush.join();
   EXPECT_EQ(st.code(), Status::Code::kAtCapacity);
   EXPECT_TRUE(b.next_pass(std::chrono::seconds(30)).stop);
+}
+
+TEST(SpaceBudgetTest, AStepGivesTheThreadBackAndAWaitLeftBeforeItsEndIsNotCounted) {
+  Usage u;
+  u.used = 10 * kMiB;
+  SpaceBudget::Limits l = limits(10 * kMiB);
+  l.round = std::chrono::seconds(60);  // no pass runs: only a step can end
+  SpaceBudget b(l, &u);
+  {
+    SpaceBudget::RoomWait w;
+    b.ask_room(2 * kMiB, &w);
+    EXPECT_FALSE(w.over());
+    EXPECT_EQ(b.pending(), 2 * kMiB);  // the passes are told what it wants
+    // Each step comes back (at most kStep) while nothing has changed.
+    for (int i = 0; i < 3; ++i) EXPECT_FALSE(b.step(w));
+    // The flush gives up (its thread is stopping, say).
+  }
+  EXPECT_EQ(b.pending(), 0u);
+  EXPECT_EQ(b.inflight(), 0u);
+  EXPECT_EQ(b.refusals(), 0u);
+  // A grant at once is over before any step, and counted in flight.
+  u.used = 0;
+  SpaceBudget::RoomWait w;
+  b.ask_room(2 * kMiB, &w);
+  EXPECT_TRUE(w.over());
+  EXPECT_TRUE(b.step(w));
+  EXPECT_TRUE(w.result().ok());
+  EXPECT_EQ(b.inflight(), 2 * kMiB);
+  b.release(2 * kMiB);
+}
+
+TEST(SpaceBudgetTest, ABackingFullWaitIsOkOnceAPassFreesSomethingAndNoSpaceIfNone) {
+  Usage u;
+  u.used = 6 * kMiB;
+  SpaceBudget b(limits(10 * kMiB), &u);  // the filesystem is smaller than the cap
+  std::atomic<bool> frees{true};
+  std::atomic<int> full_passes{0};
+  std::thread evictor([&] {
+    for (;;) {
+      SpaceBudget::Demand d = b.next_pass(std::chrono::milliseconds(10));
+      if (d.stop) return;
+      if (d.backing_full) ++full_passes;  // evicts below what is used
+      b.pass_done(d.backing_full && frees.load());
+    }
+  });
+  SpaceBudget::RoomWait w;
+  b.ask_backing_room(&w);
+  while (!b.step(w)) {
+  }
+  EXPECT_TRUE(w.result().ok()) << w.result().ToString();
+  EXPECT_GE(full_passes.load(), 1);
+  frees = false;  // now nothing more can go
+  SpaceBudget::RoomWait w2;
+  b.ask_backing_room(&w2);
+  while (!b.step(w2)) {
+  }
+  EXPECT_EQ(w2.result().code(), Status::Code::kNoSpace) << w2.result().ToString();
+  EXPECT_EQ(b.refusals(), 0u);  // not the cap's refusals
+  b.stop();
+  evictor.join();
 }
 
 TEST(SpaceBudgetTest, RoomyCountsWhatIsUsedAndGrantedUpToTheHighWatermark) {
@@ -263,7 +335,7 @@ TEST(SpaceBudgetTest, RoomyCountsWhatIsUsedAndGrantedUpToTheHighWatermark) {
   SpaceBudget b(limits(10 * kMiB), &u);  // high watermark 0.9: 9 MiB
   EXPECT_TRUE(b.roomy(5 * kMiB));
   EXPECT_FALSE(b.roomy(6 * kMiB));
-  ASSERT_TRUE(b.wait_for_room(3 * kMiB, [] {}).ok());
+  ASSERT_TRUE(wait_for_room(b, 3 * kMiB).ok());
   EXPECT_TRUE(b.roomy(2 * kMiB));  // 4 used + 3 granted + 2
   EXPECT_FALSE(b.roomy(3 * kMiB));
   b.release(3 * kMiB);

@@ -73,6 +73,7 @@ struct StoreConfig {
 
   // Read-only mount: every change fails with EROFS, nothing is flushed.
   bool read_only = false;
+  Status check_writable() const { return read_only ? Status::ReadOnly() : Status::OK(); }
 
   // --- capacity and eviction (evictor.h) ---
   // Bytes kvfs may keep in the backing dir, segments included. 0: 80 % of the

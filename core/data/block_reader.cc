@@ -75,7 +75,7 @@ Status BlockReader::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out
     // relatime: enough for "last read" without a write per read.
     if (!f->noatime && (in.atime_ns <= in.mtime_ns || t - in.atime_ns > 86400ll * 1000000000)) {
       in.atime_ns = t;
-      in.atime_dirty = !in.peer;  // a peer's file is never written here
+      if (!in.peer) in.flush.atime_changed();  // a peer's file is never written here
     }
   }
   uint64_t ram_hits = 0;

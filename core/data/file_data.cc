@@ -43,11 +43,12 @@ InodeSnapshot FileData::snapshot_locked(const Inode& in, uint64_t parent, std::s
 }
 
 bool FileData::ready_to_flush_locked(const Inode& in) {
-  return in.dirty() && in.linked.load() && (in.active_writers == 0 || in.flush.syncing());
+  return in.dirty() && in.linked.load() && (in.opens.active_writers() == 0 || in.flush.syncing());
 }
 
 bool FileData::unused_locked(const Inode& in) {
-  return !in.linked.load() && in.open_count == 0 && (!in.kept_for_kernel || in.nlookup.load() == 0);
+  return !in.linked.load() && in.opens.handles() == 0 &&
+         (!in.kept_for_kernel || in.nlookup.load() == 0);
 }
 
 FileData::Source FileData::source_locked(Inode& in, uint32_t idx) {

@@ -120,7 +120,7 @@ bool Evictor::evictable_locked(Inode& in, bool force, int64_t now) const {
   if (!in.is_reg() || in.evicted || in.peer) return false;
   if (force) return true;
   const int64_t protect = grace_ns_.load() + int64_t(p_.cfg->kernel_cache_s * kSec);
-  return in.open_count == 0 && !in.dirty() && !in.flush.in_flight() &&
+  return in.opens.handles() == 0 && !in.dirty() && !in.flush.in_flight() &&
          now - in.last_access_ns.load(std::memory_order_relaxed) >= protect;
 }
 
@@ -142,7 +142,7 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
   Status s = p_.ns->remove_many(
       victims,
       [&](Inode& in) {
-        bool ok = (why == Reason::kTmp ? in.is_reg() && !in.peer && in.open_count == 0
+        bool ok = (why == Reason::kTmp ? in.is_reg() && !in.peer && in.opens.handles() == 0
                                        : evictable_locked(in, force, now)) &&
                   (!extra || extra(in));
         if (!ok && res) ++res->skipped;
@@ -159,7 +159,7 @@ uint64_t Evictor::remove(const std::vector<InodeRef>& victims, bool force, Reaso
     {
       std::lock_guard g(r.in->mu);
       bytes += r.in->size;
-      if (r.in->open_count == 0) p_.data->free_locked(*r.in);
+      if (r.in->opens.handles() == 0) p_.data->free_locked(*r.in);
     }
     parents.push_back(r.parent);
     p_.notices->gone(r.parent, r.name, r.in->ino);
@@ -239,7 +239,7 @@ uint64_t Evictor::housekeeping(int64_t now) {
   const int64_t age = int64_t(p_.cfg->tmp_max_age_s * kSec);
   std::vector<InodeRef> v;
   for (auto& c : candidates([&](Inode& in) {
-         if (in.open_count != 0) return false;
+         if (in.opens.handles() != 0) return false;
          // Last changed before this daemon started: its writer's handle died
          // with the previous one (a crash, or an unmount before the rename),
          // so nobody can finish it, whatever its age. vLLM keeps one tmp name

@@ -22,8 +22,8 @@
 // Never evicted: open files, files looked up / stat'ed / read / touched within
 // evict_grace (plus the kernel's cache timeouts), and dirty files. The
 // kernel's caches of an evicted name are invalidated through NameNotices.
-// When nothing can be evicted, flushes wait briefly (SpaceBudget::
-// wait_for_room: as long as each pass frees space or evicts files) and then
+// When nothing can be evicted, flushes wait briefly (SpaceBudget's
+// protocol: as long as each pass frees space or evicts files) and then
 // fail with ENOSPC instead of growing past capacity plus one segment. The
 // evictor's thread runs a pass when the budget asks for one (next_pass) and
 // at least every second; it never calls the budget's waits itself.

@@ -77,14 +77,14 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
             [&](const Inode& i, uint32_t* at) {
               *at = idx;
               const bool mine = idx < i.blocks.size() && i.blocks[idx].ext.seg == seg &&
-                                !i.blocks[idx].buf && i.open_writers == 0 && i.linked.load() &&
+                                !i.blocks[idx].buf && i.opens.writers() == 0 && i.linked.load() &&
                                 !i.evicted;
               return mine ? i.blocks[idx].ext : Extent{};
             },
             &old);
         if (!rs.ok()) {
           blocked = true;  // this block stays; the others may still move
-        } else if (in->open_writers > 0 || !in->linked.load() || in->evicted) {
+        } else if (in->opens.writers() > 0 || !in->linked.load() || in->evicted) {
           blocked |= in->linked.load();
           done = true;
         } else if (idx >= in->blocks.size()) {
@@ -187,9 +187,9 @@ Evictor::Reclaimed Evictor::reclaim_segment(uint64_t seg, bool copy, int64_t now
     std::unique_lock l(w.in->mu);
     auto write_failed = [&] { return w.in->flush.failed_since(w.mark); };
     auto behind_gate = [&] { return w.in->dirty_charge > 0 && !w.in->flush.reclaiming(); };
-    while (!w.in->flush.durable(w.mark) && w.in->linked.load() && w.in->active_writers == 0 &&
-           !behind_gate() && !(failed |= write_failed()) && !p_.budget->stopping() &&
-           p_.clock->mono() < deadline)
+    while (!w.in->flush.durable(w.mark) && w.in->linked.load() &&
+           w.in->opens.active_writers() == 0 && !behind_gate() && !(failed |= write_failed()) &&
+           !p_.budget->stopping() && p_.clock->mono() < deadline)
       p_.flusher->wait_durable_for(l, std::chrono::milliseconds(100));
     if (!w.in->flush.durable(w.mark) && w.in->linked.load()) blocked = true;
     if (failed) break;

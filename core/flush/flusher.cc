@@ -106,7 +106,7 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
   if (from_queue) in->flush.dequeued({});
   if (!in->flush.may_capture_now({})) return false;
   const bool linked = in->linked.load();
-  const bool sealed = in->active_writers == 0 || in->flush.syncing() || force;
+  const bool sealed = in->opens.active_writers() == 0 || in->flush.syncing() || force;
   bool blocks_only;
   if (!linked || !sealed) {
     // Not committable now; only a write-out of dirty blocks to free RAM.
@@ -233,25 +233,20 @@ void Flusher::run(Worker* w) {
       w->writer.reset();  // sealed (segment_writer.cc); the next batch starts a new one
       continue;
     }
-    // Metadata first, and never held back by the capacity gate: it is tiny,
-    // and the evictor may be waiting for it (snapshots it re-logs before
-    // deleting a segment) to make room for the data behind it.
-    // Copies forward are not gated either: the evictor made room for them
-    // and waits for them before it can delete the segment they leave.
+    // Metadata first, and with the evictor's copies never gated (the
+    // protocol in space_budget.h).
     std::vector<Captured> copies, data;
     for (auto& c : batch)
       if (!c.dirty.empty()) (c.reclaim ? copies : data).push_back(std::move(c));
     std::erase_if(batch, [](const Captured& c) { return !c.in; });
     std::vector<RecordEntry> none, data_meta;
     if (!awaited && !data.empty() && p_.budget->roomy(room_for(data))) {
-      // Nobody waits for these entries (the index holds them already, and
-      // the evictor's own are awaited), and the data gets its room at once:
-      // they ride with it, under its one fdatasync. Apart, the vLLM
-      // pattern's renames and mkdirs made more than half of the fdatasyncs,
-      // each a cache flush of the backing server's disk (50-100 ms on this
-      // VM's) that stalls every flusher. Near the cap they go apart: the
-      // evictor's passes may need them logged (tombstones of what it
-      // evicted) before the data can have room.
+      // Nobody waits for these entries (the index holds them already), and
+      // the data gets its room at once: they ride with it, under its one
+      // fdatasync. Apart, the vLLM pattern's renames and mkdirs made more
+      // than half of the fdatasyncs, each a cache flush of the backing
+      // server's disk that stalls every flusher. Near the cap they go apart
+      // (the protocol, 4).
       for (auto& c : batch) data.push_back(std::move(c));
       batch.clear();
       data_meta.swap(meta);
@@ -264,23 +259,22 @@ void Flusher::run(Worker* w) {
       // The backing filesystem filled up before the cap: evict below what
       // is used, then try again in a fresh segment, as long as the passes
       // free something (the other flushers may take what they free). Only
-      // client data waits for the passes: a pass itself waits for the
-      // metadata and copies it asked for, which fail at once instead (and
-      // are retried).
+      // client data waits (the protocol, 1): the rest fails at once and is
+      // retried.
       for (int tries = 0; st.code() == Status::Code::kNoSpace && part == &data && tries < 8;
            ++tries) {
         drop_failed_writer(w, pos);
-        if (!p_.budget->backing_full_wait([&] { serve_ungated(w); }).ok()) break;
+        SpaceBudget::RoomWait wait;
+        p_.budget->ask_backing_room(&wait);
+        if (!await_room(w, wait).ok()) break;
         st = write_batch(w, *part, m, true, &pos);
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
         seal_if_full(w);
       } else {
-        // A failed segment is never appended to again. One refused room is
-        // sealed too: the evictor never reclaims an open segment, so a full
-        // one (all dead by now, say) held open by a writer waiting for room
-        // would keep that room from it for good.
+        // A failed segment is never appended to again; one refused room is
+        // closed too (the protocol, 5).
         drop_failed_writer(w, pos);
         fail_batch(*part, m, st);
       }
@@ -296,12 +290,14 @@ void Flusher::run(Worker* w) {
 
 Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
                             bool gate, LogPos* pos) {
-  // Data waits for room under the cap. Meanwhile this thread still writes
-  // what the evictor waits for: with every flusher parked here, nothing else
-  // would.
+  // Data waits for room under the cap (space_budget.h's protocol).
   const uint64_t grant = room_for(batch);
-  seal_if_full(w);  // before the wait: the evictor may need it closed
-  if (gate) KVFS_RETURN_IF_ERROR(p_.budget->wait_for_room(grant, [&] { serve_ungated(w); }));
+  seal_if_full(w);  // before the wait (the protocol, 5)
+  if (gate) {
+    SpaceBudget::RoomWait wait;
+    p_.budget->ask_room(grant, &wait);
+    KVFS_RETURN_IF_ERROR(await_room(w, wait));
+  }
   struct Release {
     SpaceBudget* b;
     uint64_t n;
@@ -370,9 +366,8 @@ uint64_t Flusher::room_for(const std::vector<Captured>& batch) const {
 }
 
 void Flusher::seal_if_full(Worker* w) {
-  // Closed as soon as it is full, not at the next batch: the evictor never
-  // reclaims an open segment, and an idle flusher's (or one waiting for
-  // room) may be all dead space by then, under a small cap most of it.
+  // Closed as soon as it is full, not at the next batch (the protocol in
+  // space_budget.h, 5): an idle flusher's may be all dead space by then.
   if (w->writer && w->writer->size() >= p_.cfg->segment_size) w->writer.reset();
 }
 
@@ -393,6 +388,11 @@ void Flusher::write_part(Worker* w, std::vector<Captured>& part, std::vector<Rec
 void Flusher::drop_failed_writer(Worker* w, const LogPos& pos) {
   if (w->writer && w->writer->id() == pos.seg) w->writer->discard_from(pos.start);
   w->writer.reset();
+}
+
+Status Flusher::await_room(Worker* w, SpaceBudget::RoomWait& wait) {
+  while (!p_.budget->step(wait)) serve_ungated(w);
+  return wait.result();
 }
 
 void Flusher::serve_ungated(Worker* w) {

@@ -14,7 +14,7 @@
 // the RAM tier is full of dirty data; then their dirty blocks are written out
 // ahead (kBlocks records) without a commit, so a file larger than RAM can be
 // written, and is committed only when it is complete (closed or fsynced).
-// "Closed" is the client's close() (Inode::active_writers), not the kernel's
+// "Closed" is the client's close() (OpenCounts::active_writers), not the kernel's
 // release, which comes later and in the background.
 //
 // Owns each file's FlushState (Inode::flush, flush_state.h): queued, in
@@ -24,7 +24,7 @@
 // Thread-safe. Lock order: Namespace::commit_mu_ (shared, for a capture and
 // a commit) -> Inode::mu -> q_mu_ (the whole
 // of core/'s order is in block_store.h). Waiting for room (SpaceBudget) is
-// done with no lock held.
+// done with no lock held, as its protocol says (space_budget.h).
 #pragma once
 
 #include <chrono>
@@ -40,6 +40,7 @@
 #include "core/index/index.h"
 #include "core/inode/inode.h"
 #include "core/records/record.h"
+#include "core/space/space_budget.h"
 #include "core/util/status.h"
 
 namespace kvfs {
@@ -52,7 +53,6 @@ class RamTier;
 class SegmentStore;
 class SegmentWriter;
 class SeqCounter;
-class SpaceBudget;
 struct StoreConfig;
 
 class Flusher {
@@ -102,12 +102,17 @@ class Flusher {
   // since is over: it clears the budget's flag and answers false.
   // Thread-safe; takes q_mu_ (a caller may hold an Inode::mu).
   bool writes_refused();
+  // fsync: flushes the file now, even if open for writing, and waits until
+  // what it holds now is committed (OK), a flush of it fails after this
+  // call began (that error), or the backing dir has been stalled for
+  // io_timeout (TimedOut; it stays dirty and queued). OK at once if clean
+  // or unlinked. Takes in.mu.
+  Status sync(const InodeRef& in);
   // Flushes every dirty inode and waits for it; files still open for
   // writing only with include_open (unmount).
   Status flush_all(bool include_open);
-  // Waits (releasing l, the inode's mutex) until done() holds; woken after
-  // every commit or failure.
-  void wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done);
+  // Waits (releasing l, the inode's mutex) at most d; woken after every
+  // commit or failure.
   void wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::milliseconds d);
 
   uint64_t queued() const;
@@ -143,8 +148,10 @@ class Flusher {
                      bool gate, LogPos* pos);
   // The room under the cap a batch asks for (write_batch's grant).
   uint64_t room_for(const std::vector<Captured>& batch) const;
-  // Writes pending journal entries and the ungated queue; called by a flusher
-  // while its data waits for room.
+  // Steps a wait for room to its end, writing the ungated work between the
+  // steps (space_budget.h's protocol); its answer.
+  Status await_room(Worker* w, SpaceBudget::RoomWait& wait);
+  // Writes pending journal entries and the ungated queue.
   void serve_ungated(Worker* w);
   // Closes the worker's segment after a failed write_batch, cutting off
   // what that batch appended (pos: where it began).

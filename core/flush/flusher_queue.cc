@@ -115,12 +115,33 @@ uint64_t Flusher::queued() const {
   return queue_.size() + retry_.size();
 }
 
-void Flusher::wait_durable(std::unique_lock<std::mutex>& l, const std::function<bool()>& done) {
-  durable_cv_.wait(l, done);
-}
-
 void Flusher::wait_durable_for(std::unique_lock<std::mutex>& l, std::chrono::milliseconds d) {
   durable_cv_.wait_for(l, d);
+}
+
+Status Flusher::sync(const InodeRef& in) {
+  std::unique_lock l(in->mu);
+  if (!in->dirty() || !in->linked.load()) return Status::OK();
+  // A flush in flight now may fail for a fault that has cleared since: only
+  // a later attempt's failure counts (FlushMark).
+  const FlushMark mark = in->flush.begin_fsync();
+  enqueue_locked(in, true);
+  auto done = [&] {
+    return in->flush.durable(mark) || !in->linked.load() || in->flush.failed_since(mark);
+  };
+  // Bounded: a flusher stuck on a stalled backing dir makes this TimedOut
+  // after io_timeout (the data stays dirty and is flushed once it answers).
+  const auto since = std::chrono::steady_clock::now();
+  bool gave_up = false;
+  while (!done() && !(gave_up = p_.io->gave_up(since)))
+    durable_cv_.wait_for(l, std::chrono::milliseconds(100));
+  in->flush.end_fsync();
+  if (in->flush.durable(mark) || !in->linked.load()) return Status::OK();
+  if (gave_up) {
+    p_.io->count_timeout();
+    return Status::TimedOut("fsync: the backing dir is stalled");
+  }
+  return in->flush.error();
 }
 
 Status Flusher::flush_all(bool include_open) {
@@ -143,11 +164,10 @@ Status Flusher::flush_all(bool include_open) {
     }
     for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);
-      if (in->atime_dirty && !in->dirty() && in->linked.load()) in->flush.changed();
-      in->atime_dirty = false;
+      if (in->flush.take_atime({}) && !in->dirty() && in->linked.load()) in->flush.changed();
       // A file still open for writing is incomplete: committing it would
       // let a crash bring it back partial. Only unmount takes it as it is.
-      if (in->active_writers > 0 && !include_open) continue;
+      if (in->opens.active_writers() > 0 && !include_open) continue;
       if ((in->dirty() && in->linked.load()) || in->flush.in_flight()) {
         enqueue_locked(in, false);
         any = true;
@@ -205,7 +225,7 @@ Status Flusher::flush_all(bool include_open) {
     for (auto& in : p_.ns->all()) {
       std::lock_guard g(in->mu);
       if (in->dirty() && in->linked.load() && !in->flush.error().ok() &&
-          (include_open || in->active_writers == 0))
+          (include_open || in->opens.active_writers() == 0))
         return in->flush.error();
     }
   }

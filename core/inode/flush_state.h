@@ -84,6 +84,9 @@ class FlushState {
     if (in_flush_) recommit_ = true;
     check();
   }
+  // Only the atime changed (a read, utimensat): not worth a flush of its
+  // own; saved by the next flush_all (take_atime).
+  void atime_changed() { atime_ = true; }
   // An fsync waits for what is there now; a failure before it does not count.
   FlushMark begin_fsync() {
     error_ = Status::OK();
@@ -100,6 +103,12 @@ class FlushState {
   // which marks it to go again after that flush.
   bool may_capture_now(FlushKey);
   void dequeued(FlushKey) { queued_ = false; }
+  // flush_all: whether the atime changed alone since the last one (cleared).
+  bool take_atime(FlushKey) {
+    const bool a = atime_;
+    atime_ = false;
+    return a;
+  }
   // In the flusher's set of files written while open: false if no change.
   bool set_tracked(FlushKey, bool tracked);
   // A flusher captured it; `snapshot`: with its metadata (not blocks only).
@@ -133,6 +142,7 @@ class FlushState {
   bool recommit_ = false;
   bool reclaiming_ = false;
   bool tracked_ = false;  // in the flusher's set of files written while open
+  bool atime_ = false;    // the atime changed alone since the last flush_all
 };
 
 }  // namespace kvfs

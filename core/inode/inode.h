@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/inode/flush_state.h"
+#include "core/inode/open_counts.h"
 #include "core/records/record.h"
 #include "core/util/buffer.h"
 #include "core/util/status.h"
@@ -88,8 +89,10 @@ class Inode {
   std::atomic<int64_t> last_access_ns{0};
   void touch(int64_t t) { last_access_ns.store(t, std::memory_order_relaxed); }
 
-  // --- guarded by mu ---
+  // --- guarded by mu; below, each group says which part writes it ---
   std::mutex mu;
+  // The attributes: set by the namespace at create and by the store's
+  // calls (setattr, write's size and times, a read's atime).
   uint32_t mode = 0;
   uint32_t uid = 0, gid = 0;
   uint64_t size = 0;
@@ -97,28 +100,24 @@ class Inode {
   std::string symlink;
   uint32_t rdev = 0;  // device nodes only
   std::map<std::string, std::string> xattrs;
+  // The block slots: written by FileData alone (file_data.h; the index's
+  // load fills them before the inode is published).
   std::vector<BlockSlot> blocks;
   uint64_t dirty_charge = 0;  // sum of blocks[i].charge
   uint64_t trunc_gen = 0;     // bumped by truncation: stale flushes must not land
   // Where the file stands with the flush: the flush part's (flush_state.h).
   FlushState flush;
-  uint32_t open_count = 0;
-  uint32_t open_writers = 0;
-  // Writable handles not sealed (see OpenFile::sealed): while > 0 the file is
-  // incomplete and only fsync or unmount may commit it.
-  uint32_t active_writers = 0;
-  bool atime_dirty = false;  // atime changed alone: saved by flush_all only
-  bool evicted = false;      // removed by the evictor, or data freed: opens by inode fail
-  // Unlinked or renamed over by a client: the data stays while the kernel
-  // holds the inode (nlookup > 0), so an open through a dentry it resolved
-  // just before finds this version, as on a local filesystem.
+  // The handles open on it: the store's file operations' (open_counts.h).
+  OpenCounts opens;
+  // Removed by the evictor (the namespace's evict) or its data freed
+  // (FileData::free_locked): opens by inode number fail. Cleared only by
+  // the namespace, when the journal refused an eviction.
+  bool evicted = false;
+  // The namespace's: unlinked or renamed over by a client, the data stays
+  // while the kernel holds the inode (nlookup > 0), so an open through a
+  // dentry it resolved just before finds this version, as on a local
+  // filesystem.
   bool kept_for_kernel = false;
-  // The kernel's page cache of this file may be kept at the next open:
-  // nothing was written or truncated since the last open. Close-to-open, as
-  // NFS does: pages the kernel cached while writers on other descriptors
-  // raced (an O_TRUNC against a write in flight) are dropped once the file
-  // is opened again, so a reader gets the daemon's bytes.
-  bool kernel_cache_ok = false;
 
   bool is_dir() const { return S_ISDIR(mode); }
   bool is_reg() const { return S_ISREG(mode); }
@@ -140,5 +139,23 @@ struct Attr {
   uint32_t rdev = 0;
   int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
 };
+
+// What stat says of in. Requires in.mu; a directory's link count is the
+// tree's, which the caller adds (Namespace::mu_ held shared).
+inline Attr attr_locked(const Inode& in) {
+  Attr a;
+  a.ino = in.ino;
+  a.mode = in.mode;
+  a.uid = in.uid;
+  a.gid = in.gid;
+  a.size = in.size;
+  a.rdev = in.rdev;
+  a.atime_ns = in.atime_ns;
+  a.mtime_ns = in.mtime_ns;
+  a.ctime_ns = in.ctime_ns;
+  a.blocks = align_up(in.size, 4096) / 512;
+  a.nlink = in.linked.load() ? 1 : 0;
+  return a;
+}
 
 }  // namespace kvfs

@@ -408,7 +408,7 @@ Status Namespace::readdir(uint64_t ino, uint64_t cookie, const DirFn& fn) const 
 bool Namespace::unused_locked(Inode& in) {
   if (in.linked || in.nlookup.load() != 0) return false;
   std::lock_guard g(in.mu);
-  return in.open_count == 0;
+  return in.opens.handles() == 0;
 }
 
 InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
@@ -430,7 +430,7 @@ InodeRef Namespace::forget(uint64_t ino, uint64_t n) {
 bool Namespace::release_import_locked(const InodeRef& in) {
   {
     std::lock_guard g(in->mu);
-    if (in->open_count != 0) return false;
+    if (in->opens.handles() != 0) return false;
   }
   auto d = dir_locked(in->parent);
   if (!d.ok()) return false;

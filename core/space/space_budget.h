@@ -4,27 +4,50 @@
 // "no room" state that writers see. Flushing and eviction both ask it; they
 // never call each other about space.
 //
-//   Flusher --wait_for_room/release/refused/flushed--> SpaceBudget
+//   Flusher --ask_room/step/release/refused/flushed--> SpaceBudget
 //   Evictor --next_pass/pass_done/room_made----------> SpaceBudget
 //   SpaceBudget --used_bytes/live_bytes--------------> SpaceUsage (the segments)
 //
-// A flush asks for room before it writes (wait_for_room); when there is none,
-// the budget wakes the evictor (whose thread waits in next_pass) and waits
-// for its passes, giving up (AtCapacity) once a whole pass frees nothing and
-// no other flush's grant given back meanwhile could have changed that. The
-// backing filesystem's own ENOSPC (backing_full) makes the next pass evict
-// below what is used, since the filesystem is smaller than the cap.
+// The budget calls no other part but SpaceUsage: it never calls back into a
+// flush or the evictor.
+//
+// What a flush asks and promises (the protocol between flushing, the budget
+// and eviction):
+//  1. Before it writes client data it asks for room (ask_room); after the
+//     backing filesystem said ENOSPC below the cap, for a pass that frees
+//     some (ask_backing_room). Metadata records and the evictor's copies
+//     forward never ask: the evictor made room for them, and a pass may be
+//     waiting for them.
+//  2. It steps the wait (step) until the wait is over, and between two
+//     steps writes what it has that never asks (the journal's entries, the
+//     evictor's copies): with every flusher waiting, nothing else would, and
+//     the pass that would make room may be waiting for exactly that. A step
+//     blocks at most kStep and returns with no lock held.
+//  3. A grant holds its bytes until release(), called once the batch is on
+//     disk (then counted in the segments' sizes) or has failed; refused() or
+//     flushed() says how the batch ended.
+//  4. Near the cap (roomy() false) metadata is written apart from the data,
+//     never behind a data batch that waits: the pass may need it logged
+//     (tombstones of what it evicted) before it can make the room.
+//  5. A flush's segment is closed once full, before it waits, and when its
+//     data was refused room: passes never reclaim an open segment, so a
+//     full one held open by a waiting flush would keep its room from them.
+// The budget, for its part, wakes the evictor (whose thread waits in
+// next_pass) and waits for its passes, refusing (AtCapacity) once whole
+// passes free nothing and no other flush's grant given back meanwhile could
+// change that, or after give_up. The backing filesystem's own ENOSPC makes
+// the next pass evict below what is used, since the filesystem is smaller
+// than the cap.
 //
 // Thread-safe. Lock order: mu_ -> the SpaceUsage's lock (SegmentStore::mu_,
-// read while a flush waits); nothing else is taken under mu_, and
-// wait_for_room's serve runs with no lock held.
+// read while a flush waits); nothing else is taken under mu_. A RoomWait is
+// stepped by one thread at a time (the flush that asked).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 
 #include "core/util/clock.h"
@@ -62,12 +85,47 @@ class SpaceBudget {
   void set_capacity(uint64_t bytes);  // wakes the evictor
 
   // --- flush side ---
-  // OK once `bytes` more fit under capacity + slack (a grant, held until
-  // release); AtCapacity if the passes could not make room (and no grant in
-  // flight was given back while they ran), or the budget is stopped. While
-  // it waits it calls serve every 100 ms with no lock held: the pass it
-  // waits for may be waiting for what serve writes.
-  Status wait_for_room(uint64_t bytes, const std::function<void()>& serve);
+  // The longest one step() blocks.
+  static constexpr std::chrono::milliseconds kStep{100};
+  // One flush's wait for room, stepped by the flush itself (the protocol
+  // above). Its state is the budget's alone; the flush reads whether it is
+  // over and the answer.
+  class RoomWait {
+   public:
+    RoomWait() = default;  // over, with nothing asked
+    RoomWait(const RoomWait&) = delete;
+    RoomWait& operator=(const RoomWait&) = delete;
+    ~RoomWait();  // a wait given up before its end stops counting as wanted
+    bool over() const { return phase_ == Phase::kOver; }
+    // Once over: OK (room granted; for ask_backing_room, a pass freed
+    // space), AtCapacity (ask_room: the passes could not make room, or the
+    // budget stopped) or NoSpace (ask_backing_room: nothing freed).
+    const Status& result() const { return result_; }
+
+   private:
+    friend class SpaceBudget;
+    enum class Phase { kRound, kInFlight, kBackingFull, kOver };
+    SpaceBudget* budget_ = nullptr;
+    uint64_t bytes_ = 0;  // the grant asked for (0: ask_backing_room)
+    Phase phase_ = Phase::kOver;
+    bool backing_ = false;  // ask_backing_room's
+    bool wanted_ = false;   // bytes_ counted in the budget's wanted_
+    bool granted_ = false;  // bytes_ counted in the budget's inflight_
+    std::chrono::steady_clock::time_point deadline_, phase_end_;
+    // The budget's counters when the phase began: its end is judged by what
+    // changed since.
+    uint64_t passes_ = 0, progress_ = 0, releases_ = 0, used_before_ = 0;
+    Status result_;
+  };
+  // Starts *w (a fresh RoomWait) asking for room for `bytes` more under
+  // capacity + slack: over at once when there is room now. A grant (OK)
+  // holds the bytes until release().
+  void ask_room(uint64_t bytes, RoomWait* w);
+  // Starts *w after the backing filesystem's ENOSPC: the next passes evict
+  // below what is used; OK if they freed space (within 10 s), else NoSpace.
+  void ask_backing_room(RoomWait* w);
+  // Waits at most kStep for the wait to move on; true once it is over.
+  bool step(RoomWait& w);
   void release(uint64_t bytes);
   // True if `bytes` more stay under the high watermark beside what is used,
   // granted and asked for: a grant would come at once, and no pass is due.
@@ -81,11 +139,8 @@ class SpaceBudget {
   void refused() { no_space_ = true; }
   void flushed();
   // The backing filesystem said ENOSPC before the cap: the next pass evicts
-  // below what is used. backing_full_wait also waits for that pass (at most
-  // 10 s), calling serve every 100 ms as wait_for_room does: OK if it freed
-  // space (evicted, deleted or copied something).
+  // below what is used (without waiting for it; ask_backing_room waits).
   void backing_full();
-  Status backing_full_wait(const std::function<void()>& serve);
   // Asks for a capacity pass (after a flush, an admin eviction, a change).
   void wake();
 
@@ -117,11 +172,12 @@ class SpaceBudget {
   void stop();
 
  private:
-  // Waits on room_cv_ (l holds mu_) until done() or `until`, calling serve
-  // every 100 ms with mu_ released.
-  void wait_serving(std::unique_lock<std::mutex>& l, std::chrono::steady_clock::time_point until,
-                    const std::function<bool()>& done, const std::function<void()>& serve);
   bool try_grant(uint64_t bytes);
+  // RoomWait's steps; each requires mu_.
+  void begin_round(RoomWait& w);
+  bool phase_done(RoomWait& w);  // the phase's end condition (may grant)
+  void end_phase(RoomWait& w);   // what follows a phase that ended
+  void finish(RoomWait& w, bool room);
 
   const Limits limits_;
   const SpaceUsage* const usage_;

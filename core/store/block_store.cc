@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/store/block_store.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -126,6 +124,13 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   auto peers = PeerImports::Open(pp);
   if (!peers.ok()) return peers.status();
   s->peers_ = std::move(*peers);
+  s->files_ = std::make_unique<FileOps>(FileOps::Parts{
+      &s->cfg_, s->clock_, s->ns_.get(), s->data_.get(), s->ram_.get(), s->flusher_.get(),
+      s->budget_.get(), s->io_.get(), s->reader_.get(), s->prefetch_.get(), s->held_.get(),
+      &s->notices_, &s->lookups_, &s->reclaim_mu_});
+  s->names_ = std::make_unique<NameOps>(NameOps::Parts{
+      &s->cfg_, s->clock_, s->ns_.get(), s->data_.get(), s->flusher_.get(), s->prefetch_.get(),
+      s->files_.get(), s->peers_.get(), &s->lookups_, &s->reclaim_mu_});
   s->admin_ = std::make_unique<StoreAdmin>(StoreAdmin::Parts{
       &s->cfg_, s->ns_.get(), s->ram_.get(), s->segs_.get(), s->data_.get(), s->prefetch_.get(),
       s->windows_.get(), s->flusher_.get(), s->evictor_.get(), s->budget_.get(), s->io_.get(),
@@ -161,11 +166,7 @@ Status BlockStore::Close() {
     }
     if (n > 1000) spdlog::error("unmount: {} more files not flushed", n - 1000);
   }
-  {
-    std::lock_guard l(open_mu_);
-    for (OpenFile* f : open_files_) delete f;
-    open_files_.clear();
-  }
+  if (files_) files_->close();
   // Nothing writes the index any more: close it now, so that a caller that
   // exits without destroying the store (see fs/main.cc) leaves it closed.
   if (index_) index_->close();
@@ -173,337 +174,86 @@ Status BlockStore::Close() {
   return st;
 }
 
-// ----------------------------------------------------------------------------
-// Namespace operations
-
-Result<InodeRef> BlockStore::node(uint64_t ino) {
-  InodeRef in = ns_->get(ino);
-  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
-  return in;
-}
-
-Attr BlockStore::attr_locked(const Inode& in) const {
-  Attr a;
-  a.ino = in.ino;
-  a.mode = in.mode;
-  a.uid = in.uid;
-  a.gid = in.gid;
-  a.size = in.size;
-  a.rdev = in.rdev;
-  a.atime_ns = in.atime_ns;
-  a.mtime_ns = in.mtime_ns;
-  a.ctime_ns = in.ctime_ns;
-  a.blocks = align_up(in.size, 4096) / 512;
-  a.nlink = in.linked.load() ? 1 : 0;
-  return a;
-}
-
-static void fix_nlink(const InodeRef& in, Attr* a) {
-  // Directory link counts come from the tree (Namespace::mu_ held shared).
-  if (in->dir && in->linked.load()) a->nlink = 2 + in->dir->subdirs;
-}
+// The filesystem's calls, forwarded to the parts that make them.
 
 Result<Attr> BlockStore::lookup(uint64_t parent, std::string_view name) {
-  InodeRef in;
-  Attr a;
-  for (int tries = 0;; ++tries) {
-    auto r = ns_->lookup(parent, name);
-    if (!r.ok() && r.status().code() == Status::Code::kNotFound && peers_)
-      r = peers_->import(parent, name);
-    if (!r.ok()) {
-      if (r.status().code() == Status::Code::kNotFound)
-        lookups_.negative.fetch_add(1, std::memory_order_relaxed);
-      return r.status();
-    }
-    in = std::move(*r);
-    std::shared_lock ns(ns_->mu());
-    std::lock_guard g(in->mu);
-    // A peer's file released (or dropped) between the two looks: the
-    // kernel must not get an inode number that is gone; import it again.
-    if (in->peer && !in->linked.load()) {
-      if (tries < 3) continue;
-      return Status::NotFound("changing on its owner meanwhile");
-    }
-    a = attr_locked(*in);
-    fix_nlink(in, &a);
-    in->nlookup.fetch_add(1);
-    in->touch(clock_->now_ns());
-    break;
-  }
-  if (S_ISREG(a.mode)) {
-    lookups_.files.fetch_add(1, std::memory_order_relaxed);
-    if (in->peer) lookups_.peer.fetch_add(1, std::memory_order_relaxed);
-    // A hit is loaded right after it is looked up (vLLM, llm-d): start
-    // reading what is only in the backing dir.
-    if (a.size > 0) prefetch_->want(in);
-  }
-  return a;
+  return names_->lookup(parent, name);
 }
-
 Result<Attr> BlockStore::getattr(uint64_t ino) {
-  auto r = node(ino);
-  if (!r.ok()) return r.status();
-  InodeRef& in = *r;
-  in->touch(clock_->now_ns());
-  std::shared_lock ns(ns_->mu());
-  std::lock_guard g(in->mu);
-  // Evicted or dropped: the kernel's cached name is stale, make it a miss.
-  if (in->evicted && !in->linked.load() && in->open_count == 0) return Status::NotFound("evicted");
-  Attr a = attr_locked(*in);
-  fix_nlink(in, &a);
-  return a;
+  return names_->getattr(ino);
+}
+Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh) {
+  return names_->setattr(ino, r, fh);
+}
+Result<Attr> BlockStore::mknod(uint64_t parent, std::string_view name, uint32_t mode, uint32_t rdev,
+                               const Caller& c) {
+  return names_->mknod(parent, name, mode, rdev, c);
+}
+Result<Attr> BlockStore::mkdir(uint64_t parent, std::string_view name, uint32_t mode,
+                               const Caller& c) {
+  return names_->mkdir(parent, name, mode, c);
+}
+Result<Attr> BlockStore::symlink(uint64_t parent, std::string_view name, std::string_view target,
+                                 const Caller& c) {
+  return names_->symlink(parent, name, target, c);
+}
+Result<std::string> BlockStore::readlink(uint64_t ino) {
+  return names_->readlink(ino);
+}
+Status BlockStore::unlink(uint64_t parent, std::string_view name) {
+  return names_->unlink(parent, name);
+}
+Status BlockStore::rmdir(uint64_t parent, std::string_view name) {
+  return names_->rmdir(parent, name);
+}
+Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                          std::string_view new_name, unsigned flags) {
+  return names_->rename(parent, name, new_parent, new_name, flags);
+}
+Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn) {
+  return names_->readdir(ino, cookie, fn);
+}
+void BlockStore::forget(uint64_t ino, uint64_t n) {
+  names_->forget(ino, n);
+}
+Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_view value,
+                            int flags) {
+  return names_->setxattr(ino, name, value, flags);
+}
+Result<std::string> BlockStore::getxattr(uint64_t ino, const std::string& name) {
+  return names_->getxattr(ino, name);
+}
+Result<std::vector<std::string>> BlockStore::listxattr(uint64_t ino) {
+  return names_->listxattr(ino);
+}
+Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
+  return names_->removexattr(ino, name);
+}
+Result<OpenFile*> BlockStore::create(uint64_t parent, std::string_view name, uint32_t mode,
+                                     int flags, const Caller& c, Attr* attr) {
+  return files_->create(parent, name, mode, flags, c, attr);
+}
+Result<OpenFile*> BlockStore::open(uint64_t ino, int flags) {
+  return files_->open(ino, flags);
+}
+Status BlockStore::closed(OpenFile* f) {
+  return files_->closed(f);
+}
+void BlockStore::release(OpenFile* f) {
+  files_->release(f);
+}
+Status BlockStore::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out) {
+  return files_->read(f, off, size, out);
+}
+Result<size_t> BlockStore::write(OpenFile* f, uint64_t off, const char* data, size_t size) {
+  return files_->write(f, off, data, size);
+}
+Status BlockStore::fsync(uint64_t ino) {
+  return files_->fsync(ino);
 }
 
 Status BlockStore::check_writable() const {
-  return cfg_.read_only ? Status::ReadOnly() : Status::OK();
-}
-
-Result<Attr> BlockStore::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  auto rn = node(ino);
-  if (!rn.ok()) return rn.status();
-  InodeRef& in = *rn;
-  if (in->peer) {
-    // Only a touch (llm-d marks the hits it skips): kept in memory here.
-    if (r.set_size || r.set_mode || r.set_uid || r.set_gid || r.set_mtime)
-      return Namespace::peer_read_only(*in);
-    std::lock_guard g(in->mu);
-    if (r.set_atime) in->atime_ns = r.atime_now ? clock_->now_ns() : r.atime_ns;
-    in->touch(clock_->now_ns());
-    return attr_locked(*in);
-  }
-  if (r.set_size && r.size > cfg_.max_file_size) return Status::FileTooBig();
-  // No namespace lock: a truncate may read the block it shortens from the
-  // backing dir (FileData::lock_with_kept), and only a directory's link count needs
-  // the tree, read after.
-  std::shared_lock rl(reclaim_mu_);
-  std::unique_lock<std::mutex> g;
-  ConstBufRef old;
-  KVFS_RETURN_IF_ERROR(data_->lock_with_kept(
-      *in, &g,
-      [&](const Inode& i, uint32_t* idx) {
-        return r.set_size && i.is_reg() ? FileData::kept_by_truncate_locked(i, r.size, idx)
-                                        : Extent{};
-      },
-      &old));
-  const int64_t t = clock_->now_ns();
-  bool meta = false;
-  if (r.set_size) {
-    if (!in->is_reg()) return in->is_dir() ? Status::IsDir() : Status::Invalid("not a file");
-    truncate_locked(*in, r.size, old);
-    in->mtime_ns = t;
-    meta = true;
-    if (fh && fh->writable && fh->sealed) {  // ftruncate after a close(): open again
-      fh->sealed = false;
-      ++in->active_writers;
-    }
-  }
-  if (r.set_mode) in->mode = (in->mode & S_IFMT) | (r.mode & 07777);
-  if (r.set_uid) in->uid = r.uid;
-  if (r.set_gid) in->gid = r.gid;
-  if (r.set_atime) {
-    in->atime_ns = r.atime_now ? t : r.atime_ns;
-    in->atime_dirty = true;
-    in->touch(t);  // llm-d marks the hits it skips: they are in use
-  }
-  if (r.set_mtime) in->mtime_ns = r.mtime_now ? t : r.mtime_ns;
-  // Nothing to set is chown(path, -1, -1): a local filesystem marks ctime
-  // for it, and FUSE does not pass the ctime mark itself.
-  const bool only_ctime =
-      !r.set_size && !r.set_mode && !r.set_uid && !r.set_gid && !r.set_atime && !r.set_mtime;
-  meta |= r.set_mode || r.set_uid || r.set_gid || r.set_mtime || only_ctime;
-  if (meta || r.set_atime) in->ctime_ns = t;
-  // An atime-only touch (llm-d marking a hit) is kept in RAM and written with
-  // the next flush of the file: it does not deserve a segment record.
-  if (meta) {
-    in->flush.changed();
-    if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
-  }
-  Attr a = attr_locked(*in);
-  g.unlock();
-  rl.unlock();
-  if (S_ISDIR(a.mode)) {
-    std::shared_lock ns(ns_->mu());
-    fix_nlink(in, &a);
-  }
-  return a;
-}
-
-Result<Attr> BlockStore::mknod(uint64_t parent, std::string_view name, uint32_t mode, uint32_t rdev,
-                               const Caller& c) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  if (S_ISREG(mode)) {
-    Attr a;
-    auto f = create(parent, name, mode, O_CREAT | O_EXCL, c, &a);
-    if (!f.ok()) return f.status();
-    release(*f);
-    return a;
-  }
-  // The kernel serves FIFOs and sockets itself and device nodes go to their
-  // driver: kvfs keeps only the inode, like a directory without entries.
-  if (!S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode))
-    return Status::Invalid("unknown file type");
-  const bool dev = S_ISCHR(mode) || S_ISBLK(mode);
-  return make_node(parent, name,
-                   {(mode & S_IFMT) | (mode & 07777), c.uid, c.gid, {}, dev ? rdev : 0});
-}
-
-Result<Attr> BlockStore::make_node(uint64_t parent, std::string_view name, const NewNode& n) {
-  bool created;
-  auto r = ns_->create(parent, name, n, true, &created);
-  if (!r.ok()) return r.status();
-  InodeRef& in = *r;
-  std::lock_guard g(in->mu);
-  in->nlookup.fetch_add(1);
-  return attr_locked(*in);
-}
-
-Result<Attr> BlockStore::mkdir(uint64_t parent, std::string_view name, uint32_t mode,
-                               const Caller& c) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  bool created;
-  auto r = ns_->create(parent, name, {S_IFDIR | (mode & 07777), c.uid, c.gid, {}}, true, &created);
-  if (!r.ok()) return r.status();
-  InodeRef& in = *r;
-  std::shared_lock ns(ns_->mu());
-  std::lock_guard g(in->mu);
-  in->nlookup.fetch_add(1);
-  Attr a = attr_locked(*in);
-  fix_nlink(in, &a);
-  return a;
-}
-
-Result<Attr> BlockStore::symlink(uint64_t parent, std::string_view name, std::string_view target,
-                                 const Caller& c) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  if (target.empty() || target.size() > 4095) return Status::NameTooLong("symlink target");
-  return make_node(parent, name, {S_IFLNK | 0777, c.uid, c.gid, std::string(target)});
-}
-
-Result<std::string> BlockStore::readlink(uint64_t ino) {
-  auto r = node(ino);
-  if (!r.ok()) return r.status();
-  std::lock_guard g((*r)->mu);
-  if (!(*r)->is_symlink()) return Status::Invalid("not a symlink");
-  return (*r)->symlink;
-}
-
-Status BlockStore::unlink(uint64_t parent, std::string_view name) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  auto r = ns_->remove(parent, name, false);
-  if (!r.ok() && r.status().code() == Status::Code::kNotFound) {
-    if (auto imp =
-            peers_ ? peers_->import_file(parent, name) : Result<InodeRef>(Status::NotFound());
-        imp.ok()) {
-      r = ns_->remove(parent, name, false);
-      if (!r.ok()) (void)ns_->release_import(*imp);
-    }
-  }
-  if (!r.ok()) return r.status();
-  int64_t mtime;
-  {
-    std::lock_guard g((*r)->mu);
-    if (FileData::unused_locked(**r)) data_->free_locked(**r);
-    mtime = (*r)->mtime_ns;
-  }
-  if ((*r)->peer && peers_) peers_->unlinked(*(*r)->peer, mtime);
-  return Status::OK();
-}
-
-Status BlockStore::rmdir(uint64_t parent, std::string_view name) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  return ns_->remove(parent, name, true).status();
-}
-
-Status BlockStore::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
-                          std::string_view new_name, unsigned flags) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  auto r = ns_->rename(parent, name, new_parent, new_name, flags);
-  if (!r.ok() && r.status().code() == Status::Code::kNotFound) {
-    if (auto imp =
-            peers_ ? peers_->import_file(parent, name) : Result<InodeRef>(Status::NotFound());
-        imp.ok()) {
-      r = ns_->rename(parent, name, new_parent, new_name, flags);  // a peer's: refused
-      (void)ns_->release_import(*imp);
-    }
-  }
-  if (!r.ok()) return r.status();
-  if (InodeRef replaced = *r) {
-    std::lock_guard g(replaced->mu);
-    if (FileData::unused_locked(*replaced)) data_->free_locked(*replaced);
-  }
-  return Status::OK();
-}
-
-Status BlockStore::readdir(uint64_t ino, uint64_t cookie, const Namespace::DirFn& fn) {
-  if (peers_ && cookie == 0) peers_->import_children(ino);  // the listing shows every node's names
-  return ns_->readdir(ino, cookie, fn);
-}
-
-void BlockStore::forget(uint64_t ino, uint64_t n) {
-  // The last kernel reference to an unlinked file: nothing can open it now.
-  if (InodeRef gone = ns_->forget(ino, n)) {
-    std::lock_guard g(gone->mu);
-    if (!gone->evicted) data_->free_locked(*gone);
-  }
-}
-
-// ----------------------------------------------------------------------------
-// xattrs: kept in the inode, persisted with its snapshot, so they follow
-// renames for free.
-
-Status BlockStore::setxattr(uint64_t ino, const std::string& name, std::string_view value,
-                            int flags) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  if (name.empty() || name.size() > 255) return Status::Range("xattr name length");
-  if (value.size() > 64 * 1024) return Status::NoSpace("xattr value over 64 KiB");
-  auto r = node(ino);
-  if (!r.ok()) return r.status();
-  InodeRef& in = *r;
-  if (in->peer) return Namespace::peer_read_only(*in);
-  std::lock_guard g(in->mu);
-  auto it = in->xattrs.find(name);
-  if ((flags & XATTR_CREATE) && it != in->xattrs.end()) return Status::Exists();
-  if ((flags & XATTR_REPLACE) && it == in->xattrs.end()) return Status::NoData();
-  if (in->xattrs.size() >= 1024 && it == in->xattrs.end())
-    return Status::NoSpace("too many xattrs");
-  in->xattrs[name] = std::string(value);
-  in->ctime_ns = clock_->now_ns();
-  in->flush.changed();
-  if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
-  return Status::OK();
-}
-
-Result<std::string> BlockStore::getxattr(uint64_t ino, const std::string& name) {
-  auto r = node(ino);
-  if (!r.ok()) return r.status();
-  std::lock_guard g((*r)->mu);
-  auto it = (*r)->xattrs.find(name);
-  if (it == (*r)->xattrs.end()) return Status::NoData();
-  return it->second;
-}
-
-Result<std::vector<std::string>> BlockStore::listxattr(uint64_t ino) {
-  auto r = node(ino);
-  if (!r.ok()) return r.status();
-  std::lock_guard g((*r)->mu);
-  std::vector<std::string> v;
-  for (auto& [k, val] : (*r)->xattrs) v.push_back(k);
-  return v;
-}
-
-Status BlockStore::removexattr(uint64_t ino, const std::string& name) {
-  KVFS_RETURN_IF_ERROR(check_writable());
-  auto r = node(ino);
-  if (!r.ok()) return r.status();
-  InodeRef& in = *r;
-  if (in->peer) return Namespace::peer_read_only(*in);
-  std::lock_guard g(in->mu);
-  if (in->xattrs.erase(name) == 0) return Status::NoData();
-  in->ctime_ns = clock_->now_ns();
-  in->flush.changed();
-  if (FileData::ready_to_flush_locked(*in)) flusher_->enqueue_locked(in, false);
-  return Status::OK();
+  return cfg_.check_writable();
 }
 
 const std::string& BlockStore::node_id() const {
@@ -517,6 +267,30 @@ void BlockStore::set_eviction_listener(EvictListener fn) {
 Status BlockStore::flush_all() {
   if (cfg_.read_only) return Status::OK();
   return flusher_->flush_all(/*include_open=*/false);
+}
+
+Result<InodeRef> BlockStore::node(uint64_t ino) {
+  InodeRef in = ns_->get(ino);
+  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
+  return in;
+}
+
+PeerLog* BlockStore::peer_log() {
+  return peers_ ? &peers_->log() : nullptr;
+}
+
+Result<std::string> BlockStore::peer_owner(uint64_t ino) {
+  auto in = node(ino);
+  if (!in.ok()) return in.status();
+  std::lock_guard g((*in)->mu);
+  return (*in)->peer ? (*in)->peer->node : std::string();
+}
+
+Status BlockStore::set_lru_time(uint64_t ino, int64_t ns) {
+  auto in = node(ino);
+  if (!in.ok()) return in.status();
+  (*in)->touch(ns);
+  return Status::OK();
 }
 
 }  // namespace kvfs

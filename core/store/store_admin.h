@@ -26,6 +26,7 @@
 #include "core/peers/peer_log.h"
 #include "core/ram/ram_tier.h"
 #include "core/segments/segment_windows.h"
+#include "core/store/lookup_counters.h"
 #include "core/util/status.h"
 
 namespace kvfs {
@@ -88,12 +89,6 @@ struct LsEntry {
 struct StatFs {
   uint64_t total_bytes = 0, free_bytes = 0, avail_bytes = 0;
   uint64_t files = 0, files_free = 0;
-};
-
-// Counted by BlockStore's lookups and drops (it alone writes them); read here.
-struct LookupCounters {
-  std::atomic<uint64_t> negative{0}, files{0}, peer{0};
-  std::atomic<uint64_t> dropped_files{0};
 };
 
 class StoreAdmin {
