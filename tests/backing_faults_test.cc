@@ -77,6 +77,15 @@ class BackingFaultsTest : public ::testing::Test {
     }
     return data;
   }
+  // After heal(): an attempt the flusher made on its own before the heal
+  // (a file queued again while in flight goes again at once) may still fail
+  // and end one flush_all with that failure, as flush_all reports every
+  // failure it sees; the next finds the disk healed. One flusher: at most
+  // one such attempt.
+  Status flush_after_heal() {
+    Status st = store_->flush_all();
+    return st.ok() ? st : store_->flush_all();
+  }
   void expect_files(const std::vector<std::string>& data) {
     for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(get("f" + std::to_string(i)), data[i]);
   }
@@ -128,7 +137,7 @@ TEST_F(BackingFaultsTest, AFullDiskRefusesTheFlushAndTheFileIsFlushedOnceThereIs
   EXPECT_GT(store_->admin().stats().enospc_errors, 0u);
   EXPECT_EQ(get("f"), d) << "what the flush could not write is still served from RAM";
   fs_.heal();
-  ASSERT_TRUE(store_->flush_all().ok());
+  ASSERT_TRUE(flush_after_heal().ok());
   reopen();
   EXPECT_EQ(get("f"), d);
   EXPECT_GT(store_->admin().stats().backing_reads, 0u);
@@ -156,7 +165,7 @@ TEST_F(BackingFaultsTest, ASegmentThatCannotBeCreatedIsAnIoErrorNotAMissingFile)
   ASSERT_GT(fs_.failed(Op::kOpen), 0u) << "no new segment was made";
   EXPECT_EQ(last_error_.code(), Status::Code::kIOError) << last_error_.ToString();
   fs_.heal();
-  ASSERT_TRUE(store_->flush_all().ok());
+  ASSERT_TRUE(flush_after_heal().ok());
   reopen();
   expect_files(data);
 }
@@ -239,7 +248,7 @@ TEST_F(BackingFaultsTest, AFallocateOutOfRoomIsNoSpace) {
   put("f", pattern(kBlockSize, 9));
   EXPECT_EQ(store_->flush_all().code(), Status::Code::kNoSpace);
   fs_.heal();
-  ASSERT_TRUE(store_->flush_all().ok());
+  ASSERT_TRUE(flush_after_heal().ok());
   reopen();
   EXPECT_EQ(get("f"), pattern(kBlockSize, 9));
 }
