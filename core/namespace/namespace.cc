@@ -89,6 +89,12 @@ InodeRef Namespace::get(uint64_t ino) const {
   return it == table_.end() ? nullptr : it->second;
 }
 
+Result<InodeRef> Namespace::node(uint64_t ino) const {
+  InodeRef in = get(ino);
+  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
+  return in;
+}
+
 Result<Inode*> Namespace::dir_locked(uint64_t ino) const {
   auto it = table_.find(ino);
   if (it == table_.end()) return Status::NotFound();

@@ -100,6 +100,8 @@ class Namespace {
   Status ensure_root(uint32_t uid, uint32_t gid);
 
   InodeRef get(uint64_t ino) const;
+  // get() for an inode number the kernel gave: NotFound when it is stale.
+  Result<InodeRef> node(uint64_t ino) const;
   Result<InodeRef> lookup(uint64_t parent, std::string_view name) const;
 
   // Makes a new inode, or with excl=false returns the existing one

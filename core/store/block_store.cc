@@ -269,25 +269,19 @@ Status BlockStore::flush_all() {
   return flusher_->flush_all(/*include_open=*/false);
 }
 
-Result<InodeRef> BlockStore::node(uint64_t ino) {
-  InodeRef in = ns_->get(ino);
-  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
-  return in;
-}
-
 PeerLog* BlockStore::peer_log() {
   return peers_ ? &peers_->log() : nullptr;
 }
 
 Result<std::string> BlockStore::peer_owner(uint64_t ino) {
-  auto in = node(ino);
+  auto in = ns_->node(ino);
   if (!in.ok()) return in.status();
   std::lock_guard g((*in)->mu);
   return (*in)->peer ? (*in)->peer->node : std::string();
 }
 
 Status BlockStore::set_lru_time(uint64_t ino, int64_t ns) {
-  auto in = node(ino);
+  auto in = ns_->node(ino);
   if (!in.ok()) return in.status();
   (*in)->touch(ns);
   return Status::OK();

@@ -230,7 +230,6 @@ class BlockStore {
 
  private:
   BlockStore(const StoreConfig& cfg, const Clock* clock);
-  Result<InodeRef> node(uint64_t ino);
 
   StoreConfig cfg_;
   const Clock* const clock_;

@@ -58,8 +58,9 @@ Result<OpenFile*> FileOps::open(uint64_t ino, int flags) {
 }
 
 Result<OpenFile*> FileOps::open_file(uint64_t ino, int flags) {
-  InodeRef in = p_.ns->get(ino);
-  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
+  auto r = p_.ns->node(ino);
+  if (!r.ok()) return r.status();
+  InodeRef in = std::move(*r);
   const bool writable = (flags & O_ACCMODE) != O_RDONLY;
   if (writable) KVFS_RETURN_IF_ERROR(p_.cfg->check_writable());
   if (in->peer && (writable || (flags & O_TRUNC))) return Namespace::peer_read_only(*in);
@@ -236,9 +237,9 @@ void FileOps::truncate_locked(Inode& in, uint64_t size, const ConstBufRef& old) 
 
 Status FileOps::fsync(uint64_t ino) {
   if (p_.cfg->read_only) return Status::OK();
-  InodeRef in = p_.ns->get(ino);
-  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
-  return p_.flusher->sync(in);
+  auto r = p_.ns->node(ino);
+  if (!r.ok()) return r.status();
+  return p_.flusher->sync(*r);
 }
 
 void FileOps::written_locked(OpenFile* f) {

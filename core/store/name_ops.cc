@@ -16,12 +16,6 @@
 
 namespace kvfs {
 
-Result<InodeRef> NameOps::node(uint64_t ino) {
-  InodeRef in = p_.ns->get(ino);
-  if (!in) return Status::NotFound("stale inode " + std::to_string(ino));
-  return in;
-}
-
 static void fix_nlink(const InodeRef& in, Attr* a) {
   // Directory link counts come from the tree (Namespace::mu_ held shared).
   if (in->dir && in->linked.load()) a->nlink = 2 + in->dir->subdirs;
@@ -65,7 +59,7 @@ Result<Attr> NameOps::lookup(uint64_t parent, std::string_view name) {
 }
 
 Result<Attr> NameOps::getattr(uint64_t ino) {
-  auto r = node(ino);
+  auto r = p_.ns->node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
   in->touch(p_.clock->now_ns());
@@ -81,7 +75,7 @@ Result<Attr> NameOps::getattr(uint64_t ino) {
 
 Result<Attr> NameOps::setattr(uint64_t ino, const SetAttrRequest& r, OpenFile* fh) {
   KVFS_RETURN_IF_ERROR(p_.cfg->check_writable());
-  auto rn = node(ino);
+  auto rn = p_.ns->node(ino);
   if (!rn.ok()) return rn.status();
   InodeRef& in = *rn;
   if (in->peer) {
@@ -203,7 +197,7 @@ Result<Attr> NameOps::symlink(uint64_t parent, std::string_view name, std::strin
 }
 
 Result<std::string> NameOps::readlink(uint64_t ino) {
-  auto r = node(ino);
+  auto r = p_.ns->node(ino);
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
   if (!(*r)->is_symlink()) return Status::Invalid("not a symlink");
@@ -275,7 +269,7 @@ Status NameOps::setxattr(uint64_t ino, const std::string& name, std::string_view
   KVFS_RETURN_IF_ERROR(p_.cfg->check_writable());
   if (name.empty() || name.size() > 255) return Status::Range("xattr name length");
   if (value.size() > 64 * 1024) return Status::NoSpace("xattr value over 64 KiB");
-  auto r = node(ino);
+  auto r = p_.ns->node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
   if (in->peer) return Namespace::peer_read_only(*in);
@@ -293,7 +287,7 @@ Status NameOps::setxattr(uint64_t ino, const std::string& name, std::string_view
 }
 
 Result<std::string> NameOps::getxattr(uint64_t ino, const std::string& name) {
-  auto r = node(ino);
+  auto r = p_.ns->node(ino);
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
   auto it = (*r)->xattrs.find(name);
@@ -302,7 +296,7 @@ Result<std::string> NameOps::getxattr(uint64_t ino, const std::string& name) {
 }
 
 Result<std::vector<std::string>> NameOps::listxattr(uint64_t ino) {
-  auto r = node(ino);
+  auto r = p_.ns->node(ino);
   if (!r.ok()) return r.status();
   std::lock_guard g((*r)->mu);
   std::vector<std::string> v;
@@ -312,7 +306,7 @@ Result<std::vector<std::string>> NameOps::listxattr(uint64_t ino) {
 
 Status NameOps::removexattr(uint64_t ino, const std::string& name) {
   KVFS_RETURN_IF_ERROR(p_.cfg->check_writable());
-  auto r = node(ino);
+  auto r = p_.ns->node(ino);
   if (!r.ok()) return r.status();
   InodeRef& in = *r;
   if (in->peer) return Namespace::peer_read_only(*in);

@@ -90,7 +90,6 @@ class NameOps {
   Status removexattr(uint64_t ino, const std::string& name);
 
  private:
-  Result<InodeRef> node(uint64_t ino);
   // Creates a data-less inode (symlink, FIFO, socket, device), journaled at
   // once; +1 kernel ref.
   Result<Attr> make_node(uint64_t parent, std::string_view name, const NewNode& n);
