@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The table of bench/run_fleet.sh: fleet_report.py RAW.jsonl OUT.md BACKING.
+"""The table and chart of bench/run_fleet.sh: fleet_report.py RAW.jsonl OUT.md
+BACKING writes OUT.md, OUT.dat and (with gnuplot) OUT.png; run again on a
+saved RAW.jsonl it rebuilds all three from the same figures.
 
 Server requests are nfsemu's counters (every FUSE request it got, by kind;
 forget is left out: it never reaches an NFS server) between two snapshots,
@@ -9,6 +11,8 @@ the nodes' own counters over the idle window after the replay; their share
 of the requests during the replay is estimated from the listings, opens and
 renames the nodes counted then, at a fixed cost each (peer_share)."""
 import json
+import shutil
+import subprocess
 import sys
 
 raw, md, backing = sys.argv[1:4]
@@ -134,5 +138,57 @@ for n in ns:
 if 0 in mrqa:
     r = mrqa[0]
     o.append(f"| shared-plain | - | - | - | - | - | {r['hit_ratio']:.4f} | {r['gbps']:.2f} | - | - | - |")
+
+# The chart: what the server gets per second against N (log-log), and what
+# a node pays (visibility, RSS). One row per N; "?" where a figure is missing.
+base = md[:-3] if md.endswith(".md") else md
+dat_rows = []
+for n in ns:
+    rp, st = rate(n, "replay0", "replay1"), rate(n, "settled0", "settled1")
+    ps, v, pa = peer_share(n), vis.get(n), peer(n, "after0", "after1")
+    f = lambda x, fmt="{:.1f}": fmt.format(x) if x is not None else "?"
+    dat_rows.append(" ".join([
+        str(n), f(rp and rp["total"]), f(ps), f(plain and plain["total"]), f(st and st["total"]),
+        f(v and v["p50_ms"]), f(v and v["p99_ms"]), f(pa and pa["rss_mean"])]))
+open(base + ".dat", "w").write(
+    "# N replay_req_s peer_pass_req_s plain_dir_req_s settled_req_s vis_p50_ms vis_p99_ms rss_mib\n"
+    + "\n".join(dat_rows) + "\n")
+png = base + ".png"
+if shutil.which("gnuplot") and dat_rows:
+    name = png.rsplit("/", 1)[-1]
+    o += ["", f"![server requests and a node's visibility and memory against N]({name})"]
+    subprocess.run(["gnuplot"], check=True, text=True, input=f"""
+set terminal pngcairo size 1100,480 font "DejaVu Sans,11" noenhanced
+set output "{png}"
+set multiplot layout 1,2 title "A fleet over one shared dir ({backing})"
+set datafile missing "?"
+set grid
+set xlabel "kvfs nodes (N)"
+set logscale x 2
+set xtics (1, 2, 4, 8, 16)
+set xrange [0.8:20]
+set key top left font ",9"
+set title "storage server: requests/s"
+set logscale y
+set ylabel "requests/s"
+plot "{base}.dat" using 1:2 with linespoints lw 2 title "kvfs, during the replay", \\
+     "" using 1:3 with linespoints lw 2 title "of which peer passes", \\
+     "" using 1:($2/10) with lines lw 1 dt 2 lc rgb "#555555" title "target for the peer passes: a tenth", \\
+     "" using 1:5 with linespoints lw 2 title "kvfs, idle and settled", \\
+     "" using 1:4 with lines lw 2 dt 2 title "the same replay, plain shared dir"
+unset logscale y
+set key bottom right font ",9"
+set title "a node: visibility and memory"
+set ylabel "close on n01 to a read on nN, ms"
+set y2label "RSS per node, MiB"
+set ytics nomirror
+set y2tics
+set yrange [0:*]
+set y2range [0:*]
+plot "{base}.dat" using 1:6 with linespoints lw 2 title "visibility p50", \\
+     "" using 1:7 with linespoints lw 2 title "visibility p99", \\
+     "" using 1:8 axes x1y2 with linespoints lw 2 dt 3 title "RSS per node (64M RAM tier)"
+unset multiplot
+""")
 open(md, "w").write("\n".join(o) + "\n")
 print("\n".join(o))

@@ -22,7 +22,8 @@
 # time, segment files opened). All nodes share this machine's CPUs and the
 # emulator's one FUSE mount (its kernel attribute cache too), so the
 # figures are what N nodes ask of one server, not what N hosts could do.
-# Writes bench/results/fleet-EMU.{jsonl,md} and prints the table; every N
+# Writes bench/results/fleet-EMU.{jsonl,md,dat,png} (the chart with gnuplot;
+# fleet_report.py rebuilds them from a saved jsonl) and prints the table; every N
 # starts empty; everything mounted here is unmounted on exit.
 #
 #   sudo bench/run_fleet.sh [BUILD_DIR]
