@@ -12,7 +12,8 @@
 # RC_RUNS rounds (default 3); each round runs the setups in turn, the order
 # rotating from round to round. Prints the table (medians, ratios
 # kvfs/direct, the client's and kvfs's CPU) and writes
-# OUT/real_clients.{jsonl,md}. Everything mounted here is unmounted on exit.
+# OUT/real_clients.{jsonl,md,json} (real_clients-RC_EMU.* for a preset other
+# than lan-nfs). Everything mounted here is unmounted on exit.
 #
 #   sudo bench/run_real_clients.sh [BUILD_DIR]
 #
@@ -22,7 +23,7 @@
 # RC_LARGE_RAM (4G), RC_CAPACITY (60G), RC_PYTHON (the clients' venv python,
 # /root/.cache/kvfs/clients/bin/python), WORK (/var/tmp/kvfs-real), OUT
 # (bench/results), KVFS_BIN, KVFS_OPTS, REPORT_ONLY=1 (tables from
-# OUT/real_clients.jsonl). Needs root, /dev/fuse, fusermount3, the venv.
+# the jsonl). Needs root, /dev/fuse, fusermount3, the venv.
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"
@@ -48,7 +49,10 @@ DIRECT=$WORK/emu-direct/direct
 BACKING=$WORK/emu-backing/backing
 INDEX=$WORK/index
 KMNT=$WORK/kvfs
-RAW=$OUT/real_clients.jsonl
+# lan-nfs keeps the first run's names; another preset gets its own files.
+TAG=real_clients-$EMU
+[[ $EMU == lan-nfs ]] && TAG=real_clients
+RAW=$OUT/$TAG.jsonl
 MOUNTS+=("$WORK/emu-direct" "$WORK/emu-backing")
 SCRATCH+=("$WORK/emu-src" "$INDEX")
 trap_cleanup
@@ -123,9 +127,9 @@ fi
 elapsed=$((SECONDS - start))
 
 # ---------------------------------------------------------------- report
-python3 - "$RAW" "$OUT" "$elapsed" <<'EOF'
+python3 - "$RAW" "$OUT" "$elapsed" "$TAG" <<'EOF'
 import json, sys, datetime, os, statistics as st
-raw, out, elapsed = sys.argv[1:4]
+raw, out, elapsed, tag = sys.argv[1:5]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 clients = [c for c in ("vllm", "lmcache") if any(r["client"] == c for r in rows)]
 setups = ["direct", "kvfs-small", "kvfs-large"]
@@ -195,8 +199,8 @@ for c in clients:
         parts = [f"{k} {st.median(r['thread_cpu_s'].get(k, 0) for r in rs):.2f}" for k in keys]
         md.append(f"- {c} {s}: " + ", ".join(parts))
 md.append("")
-json.dump({"runs": rows, "summary": summary}, open(f"{out}/real_clients.json", "w"), indent=1)
-open(f"{out}/real_clients.md", "w").write("\n".join(md))
+json.dump({"runs": rows, "summary": summary}, open(f"{out}/{tag}.json", "w"), indent=1)
+open(f"{out}/{tag}.md", "w").write("\n".join(md))
 print("\n".join(md))
 EOF
-log "results: $OUT/real_clients.md, raw lines $RAW"
+log "results: $OUT/$TAG.md, raw lines $RAW"

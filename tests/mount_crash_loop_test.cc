@@ -54,6 +54,9 @@ struct Manifest {
   std::map<std::string, const char*> durable;  // fsync'ed, or closed before a dir fsync; how
   std::set<std::string> unlinked;              // unlink returned 0
   std::set<std::string> unlinked_flushed;      // ... and a directory fsync succeeded after
+  // unlinks the kill cut off: the daemon may have committed them before it
+  // died (the client saw ENOTCONN, not the answer), so either outcome holds.
+  std::set<std::string> unlink_in_doubt;
   // tmp files whose write failed (ENOSPC under the tight cap) before the
   // client could unlink them: the daemon may have committed them as closed,
   // short; what they hold must still be a prefix of the right bytes.
@@ -141,6 +144,8 @@ void writer(const std::string& dir, uint64_t seed0, Manifest* m, std::atomic<boo
         m->durable.erase(victim);
         gone.push_back(victim);
       } else if (dead(errno)) {
+        std::lock_guard l(m->mu);
+        m->unlink_in_doubt.insert(victim);
         return;
       }
     }
@@ -175,6 +180,7 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
   KvfsMount m;
   std::mt19937_64 rng(std::random_device{}());
   uint64_t verified_files = 0, verified_durable = 0, evicted_durable = 0, swaps = 0;
+  uint64_t unlinks_in_doubt = 0;
   std::set<std::string> short_tmp;  // Manifest::short_tmp of every iteration so far
   const std::string saved_index = m.root() + "/index.saved";
   bool have_saved = false;
@@ -257,6 +263,8 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
     for (auto& [n, how] : man.durable) {
       if (present.count(n)) {
         ++verified_durable;
+      } else if (man.unlink_in_doubt.count(n)) {
+        ++unlinks_in_doubt;  // its unlink was under way at the kill: gone is right too
       } else if (swap && std::string(how) == "fsync" && fs::exists(dir + "/" + n + ".tmp")) {
         ++verified_durable;  // its rename had not reached a segment (checked complete above)
       } else {
@@ -280,16 +288,18 @@ TEST_F(CrashLoop, Kill9AtRandomMomentsNeverLosesOrCorrupts) {
     if (std::getenv("KVFS_CRASH_VERBOSE")) {
       std::string soft;
       for (auto& [k, v] : man.soft) soft += " [" + k + "] x" + std::to_string(v);
-      std::fprintf(stderr, "iteration %d (%s): %zu durable, %zu present, errors:%s\n", it,
-                   tight ? "tight cap" : "no cap", man.durable.size(), present.size(),
-                   soft.empty() ? " none" : soft.c_str());
+      std::fprintf(stderr,
+                   "iteration %d (%s): %zu durable, %zu present, %zu unlinks cut off, errors:%s\n",
+                   it, tight ? "tight cap" : "no cap", man.durable.size(), present.size(),
+                   man.unlink_in_doubt.size(), soft.empty() ? " none" : soft.c_str());
     }
   }
   std::printf(
       "crash loop: %d kills (%lu with an older index dir put back), %lu files verified "
-      "bit-exact, %lu durable files checked, %lu durable files evicted by the cap\n",
+      "bit-exact, %lu durable files checked, %lu durable files evicted by the cap, %lu gone "
+      "by an unlink the kill cut off\n",
       iters, (unsigned long)swaps, (unsigned long)verified_files, (unsigned long)verified_durable,
-      (unsigned long)evicted_durable);
+      (unsigned long)evicted_durable, (unsigned long)unlinks_in_doubt);
   EXPECT_GT(verified_durable, 0u);
 }
 
