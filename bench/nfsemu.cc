@@ -87,6 +87,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -173,6 +174,30 @@ bool daemonize(bool foreground, const std::string& pidfile) {
 
 }  // namespace
 
+namespace {
+// Every inode the kernel knows holds an O_PATH fd here until its FORGET,
+// which comes only when the kernel drops the inode (memory pressure), and
+// every open handle one more: a burst of tens of thousands of creates holds
+// as many fds, where an NFS server would hold none. So the fd limit goes as
+// high as the kernel allows (fs.nr_open, where the hard limit may be raised),
+// else to the hard limit; past it the client's calls fail with EMFILE.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t want = rl.rlim_max;
+  if (FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+    unsigned long n = 0;
+    if (std::fscanf(f, "%lu", &n) == 1 && n > want) want = n;
+    std::fclose(f);
+  }
+  rlimit up{want, want};
+  if (setrlimit(RLIMIT_NOFILE, &up) != 0) {
+    up = {rl.rlim_max, rl.rlim_max};
+    (void)setrlimit(RLIMIT_NOFILE, &up);
+  }
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::string opts, preset = "none";
@@ -194,6 +219,7 @@ int main(int argc, char** argv) {
     }
   }
   if (pos.size() != 2) return usage(stderr);
+  raise_fd_limit();
   nfsemu::Config cfg;
   if (!nfsemu::apply_preset(preset, &cfg)) {
     std::fprintf(stderr, "nfsemu: unknown preset '%s'\n", preset.c_str());
