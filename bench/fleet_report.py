@@ -146,7 +146,7 @@ dat_rows = []
 for n in ns:
     rp, st = rate(n, "replay0", "replay1"), rate(n, "settled0", "settled1")
     ps, v, pa = peer_share(n), vis.get(n), peer(n, "after0", "after1")
-    f = lambda x, fmt="{:.1f}": fmt.format(x) if x is not None else "?"
+    f = lambda x: f"{x:.1f}" if x is not None else "?"
     dat_rows.append(" ".join([
         str(n), f(rp and rp["total"]), f(ps), f(plain and plain["total"]), f(st and st["total"]),
         f(v and v["p50_ms"]), f(v and v["p99_ms"]), f(pa and pa["rss_mean"])]))

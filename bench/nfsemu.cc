@@ -172,9 +172,6 @@ bool daemonize(bool foreground, const std::string& pidfile) {
   return ok == 1;
 }
 
-}  // namespace
-
-namespace {
 // Every inode the kernel knows holds an O_PATH fd here until its FORGET,
 // which comes only when the kernel drops the inode (memory pressure), and
 // every open handle one more: a burst of tens of thousands of creates holds
