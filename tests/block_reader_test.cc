@@ -26,8 +26,8 @@ class BlockReaderTest : public FileDataFixture {
     // Budget 0: no read-ahead, so every backing read counted is the reader's.
     prefetch_ = std::make_unique<Prefetcher>(
         Prefetcher::Parts{data_.get(), &ram_, &reclaim_mu_, nullptr}, 0);
-    reader_ = std::make_unique<BlockReader>(
-        BlockReader::Parts{data_.get(), &ram_, &held_, prefetch_.get(), &reclaim_mu_, &clock_});
+    reader_ = std::make_unique<BlockReader>(BlockReader::Parts{
+        data_.get(), &ram_, &held_, prefetch_.get(), &reclaim_mu_, &clock_, nullptr});
     in_ = std::make_shared<Inode>(2);
     in_->mode = S_IFREG | 0644;
     file_.in = in_;

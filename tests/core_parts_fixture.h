@@ -80,7 +80,7 @@ class CorePartsFixture : public ::testing::Test {
     budget_ = std::make_unique<SpaceBudget>(l, segs_.get());
     flusher_ = std::make_unique<Flusher>(Flusher::Parts{&cfg_, &clock_, ns_.get(), &seqs_,
                                                         ram_.get(), segs_.get(), &index_, io_.get(),
-                                                        budget_.get(), data_.get()});
+                                                        budget_.get(), data_.get(), nullptr});
     if (run) flusher_->start();
   }
   void TearDown() override {

@@ -52,11 +52,11 @@ case "$mode" in
     build=build-tsan
     sanitize="thread"
     targets=(kvfs block_store_test evictor_test evictor_parts_test recovery_test backing_io_test space_budget_test
-      flusher_test namespace_test file_data_test prefetcher_test segment_windows_test mount_races_test
+      flusher_test flush_pacer_test namespace_test file_data_test prefetcher_test segment_windows_test mount_races_test
       mount_stall_test mount_prefetch_test mount_nodes_test segment_store_test peer_files_test peer_imports_test peer_log_test head_publisher_test mount_peers_test
       mount_peers_faults_test)
     opt_flags="-O2 -g -DNDEBUG"
-    ctest_filter=(-R "^(StoreTest|EvictorTest|EvictorPartsTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|NamespaceTest|FileDataTest|PrefetcherTest|SegmentWindowsTest|SegmentStoreTest|PeerFilesTest|PeerLogTest|HeadPublisherTest)\.|^mount_(races|stall|prefetch|nodes|peers|peers_faults)_test$")
+    ctest_filter=(-R "^(StoreTest|EvictorTest|EvictorPartsTest|RecoveryTest|BackingIo|SpaceBudgetTest|FlusherTest|FlushPacer|NamespaceTest|FileDataTest|PrefetcherTest|SegmentWindowsTest|SegmentStoreTest|PeerFilesTest|PeerLogTest|HeadPublisherTest)\.|^mount_(races|stall|prefetch|nodes|peers|peers_faults)_test$")
     ;;
   *)
     echo "usage: $0 [asan|tsan] [ctest args...]" >&2

@@ -48,6 +48,11 @@ struct StoreConfig {
   // default_flush_threads() of the backing dir at mount.
   unsigned flush_threads = 0;
 
+  // The flushers' batches in flight sized from the backing link's measured
+  // rate and round trips (at most flush_threads), and the flush giving way
+  // while clients read (core/flush/flush_pacer.h). Off: flush_threads always.
+  bool flush_pacing = true;
+
   // A flush batch closes at this many bytes of data; larger batches mean fewer
   // fdatasync calls, smaller ones a shorter wait for fsync callers.
   uint64_t flush_batch_bytes = 64ull << 20;

@@ -53,6 +53,11 @@ const std::vector<StoreOption> kStoreOptions = {
       "4 on a network filesystem (NFS, SMB, Ceph, Lustre, FUSE, ...), 2 on a local one",
       /*zero_is_unset=*/true},
      [](StoreConfig& c) -> FieldRef { return &c.flush_threads; }},
+    {{"flush_pacing", OptType::kBool, "1", 0, 1, false,
+      "size the flushers' batches in flight from the backing link's measured rate and round "
+      "trips (at most flush_threads), and slow the flush while clients read; 0: flush_threads "
+      "batches always"},
+     [](StoreConfig& c) -> FieldRef { return &c.flush_pacing; }},
     {{"flush_batch", OptType::kSize, "64M", 1 * kMiB, kNoMax, false,
       "bytes per flush batch (one fdatasync each)"},
      [](StoreConfig& c) -> FieldRef { return &c.flush_batch_bytes; }},

@@ -9,6 +9,7 @@
 
 #include "core/data/file_data.h"
 #include "core/data/prefetcher.h"
+#include "core/data/read_load.h"
 #include "core/ram/held_blocks.h"
 #include "core/ram/ram_tier.h"
 #include "core/util/clock.h"
@@ -81,6 +82,7 @@ Status BlockReader::read(OpenFile* f, uint64_t off, size_t size, ReadResult* out
   uint64_t ram_hits = 0;
   for (Piece& p : pieces) ram_hits += p.ref != nullptr;
   if (ram_hits) ram_block_hits_.fetch_add(ram_hits, std::memory_order_relaxed);
+  if (p_.reads != nullptr) p_.reads->note(p_.clock->mono_ns());
   // A cold read: read the next blocks of the file ahead, on the
   // prefetcher's threads, while this one reads what the client asked for
   // (a window, so that a long sequential read does not scan the whole file

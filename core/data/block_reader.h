@@ -6,12 +6,11 @@
 // a block read only in part for the rest (HeldBlocks), and counts hits and
 // misses in bytes.
 //
-// Owns: its counters. Reads: FileData, RamTier, HeldBlocks, Prefetcher; the
-// inode under its mu (atime and the LRU time are the only fields it writes,
-// as every reader does).
-// Thread-safe: any number of reads at once, of one file or many; holds the
-// store's reclaim mutex shared from choosing an extent until its bytes are
-// read, and an inode's mu never across a backing read.
+// Owns: its counters; writes ReadLoad (when a client last read). Reads: FileData, RamTier,
+// HeldBlocks, Prefetcher; the inode under its mu (atime and the LRU time are the only fields it
+// writes, as every reader does). Thread-safe: any number of reads at once, of one file or many;
+// holds the store's reclaim mutex shared from choosing an extent until its bytes are read, and an
+// inode's mu never across a backing read.
 #pragma once
 
 #include <atomic>
@@ -28,6 +27,7 @@ class FileData;
 class HeldBlocks;
 class Prefetcher;
 class RamTier;
+class ReadLoad;
 
 class BlockReader {
  public:
@@ -38,6 +38,7 @@ class BlockReader {
     Prefetcher* prefetch;
     std::shared_mutex* reclaim_mu;  // shared while an extent is read
     const Clock* clock;             // the inode's access time
+    ReadLoad* reads;                // told of every read (nullptr: no one listens)
   };
   explicit BlockReader(const Parts& p) : p_(p) {}
 

@@ -54,7 +54,10 @@ constexpr auto kIdleSeal = std::chrono::seconds(30);
 constexpr auto kIdleSealSmall = std::chrono::minutes(10);
 }  // namespace
 
-Flusher::Flusher(const Parts& parts) : p_(parts) {}
+Flusher::Flusher(const Parts& parts)
+    : p_(parts),
+      pacer_(FlushPacer::Parts{parts.clock, parts.reads, parts.ram, parts.cfg->flush_threads,
+                               parts.cfg->flush_pacing}) {}
 
 Flusher::~Flusher() {
   (void)stop();
@@ -80,6 +83,7 @@ Status Flusher::stop() {
     queue_.clear();
   }
   q_cv_.notify_all();
+  pacer_.stop();
   if (st.code() == Status::Code::kTimedOut) {
     // A worker stuck in a backing call can be neither joined nor destroyed
     // (its segment's close would block too): the threads are left to the
@@ -137,7 +141,8 @@ bool Flusher::capture(const InodeRef& in, bool force, bool from_queue, bool pres
 }
 
 bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
-                         bool* awaited, std::chrono::nanoseconds seal_after, bool* idle) {
+                         bool* urgent, bool* awaited, std::chrono::nanoseconds seal_after,
+                         bool* idle) {
   std::unique_lock l(q_mu_);
   const bool has_writer = seal_after.count() > 0;
   const int64_t seal_at = p_.clock->mono_ns() + seal_after.count();
@@ -217,6 +222,7 @@ bool Flusher::take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>*
   }
   *sync = sync_all_;  // flush_all (fsync of a dir, unmount) also syncs the WAL
   for (auto& c : *batch) *sync |= c.sync;
+  *urgent = *sync || pressure || force;
   return true;
 }
 
@@ -224,11 +230,11 @@ void Flusher::run(Worker* w) {
   for (;;) {
     std::vector<Captured> batch;
     std::vector<RecordEntry> meta;
-    bool sync = false, awaited = false, idle = false;
+    bool sync = false, urgent = false, awaited = false, idle = false;
     std::chrono::nanoseconds seal_after{0};
     if (w->writer)
       seal_after = w->writer->size() >= p_.cfg->segment_size / 8 ? kIdleSeal : kIdleSealSmall;
-    if (!take_batch(&batch, &meta, &sync, &awaited, seal_after, &idle)) break;
+    if (!take_batch(&batch, &meta, &sync, &urgent, &awaited, seal_after, &idle)) break;
     if (idle) {
       w->writer.reset();  // sealed (segment_writer.cc); the next batch starts a new one
       continue;
@@ -255,7 +261,11 @@ void Flusher::run(Worker* w) {
       std::vector<RecordEntry>& m = part == &batch ? meta : part == &data ? data_meta : none;
       if (part->empty() && m.empty()) continue;
       LogPos pos;
-      Status st = write_batch(w, *part, m, /*gate=*/part == &data, &pos);
+      // Only client data is paced: metadata and the evictor's copies are
+      // small or wanted by a wait for room, which must never wait on it.
+      FlushPacer::Slot slot(&pacer_);
+      FlushPacer::Slot* paced = part == &data ? &slot : nullptr;
+      Status st = write_batch(w, *part, m, /*gate=*/part == &data, &pos, paced, urgent);
       // The backing filesystem filled up before the cap: evict below what
       // is used, then try again in a fresh segment, as long as the passes
       // free something (the other flushers may take what they free). Only
@@ -267,10 +277,11 @@ void Flusher::run(Worker* w) {
         SpaceBudget::RoomWait wait;
         p_.budget->ask_backing_room(&wait);
         if (!await_room(w, wait).ok()) break;
-        st = write_batch(w, *part, m, true, &pos);
+        st = write_batch(w, *part, m, true, &pos, paced, urgent);
       }
       if (st.ok()) {
         finish_batch(*part, m, pos, sync);
+        slot.release(true);
         seal_if_full(w);
       } else {
         // A failed segment is never appended to again; one refused room is
@@ -289,7 +300,7 @@ void Flusher::run(Worker* w) {
 }
 
 Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
-                            bool gate, LogPos* pos) {
+                            bool gate, LogPos* pos, FlushPacer::Slot* slot, bool urgent) {
   // Data waits for room under the cap (space_budget.h's protocol).
   const uint64_t grant = room_for(batch);
   seal_if_full(w);  // before the wait (the protocol, 5)
@@ -305,6 +316,11 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
       if (b) b->release(n);
     }
   } release{gate ? p_.budget : nullptr, grant};
+  if (slot != nullptr) {
+    uint64_t bytes = 0;
+    for (auto& c : batch) bytes += c.bytes;
+    slot->take(bytes, urgent);
+  }
   if (!w->writer) {
     auto nw = p_.segs->new_writer();
     if (!nw.ok()) return nw.status();
@@ -350,6 +366,10 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
     KVFS_RETURN_IF_ERROR(
         sw.append(c.blocks_only ? RecordType::kBlocks : RecordType::kFile, fe, blocks, fill));
     if (!fe.empty()) written.emplace_back(&c, std::move(fe[0].snap.extents));
+  }
+  if (slot != nullptr) {
+    KVFS_RETURN_IF_ERROR(sw.drain());
+    slot->written();
   }
   KVFS_RETURN_IF_ERROR(sw.sync());
   for (auto& [c, extents] : written) c->snap.extents = std::move(extents);

@@ -37,6 +37,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/flush/flush_pacer.h"
 #include "core/index/index.h"
 #include "core/inode/inode.h"
 #include "core/records/record.h"
@@ -50,6 +51,7 @@ class Clock;
 class FileData;
 class Namespace;
 class RamTier;
+class ReadLoad;
 class SegmentStore;
 class SegmentWriter;
 class SeqCounter;
@@ -69,6 +71,7 @@ class Flusher {
     BackingIo* io;           // stalls: flush_all's deadline
     SpaceBudget* budget;     // room under the cap
     FileData* data;          // the slots a flush settles
+    const ReadLoad* reads;   // when clients last read (the pacer gives way)
   };
   explicit Flusher(const Parts& parts);
   ~Flusher();
@@ -121,6 +124,7 @@ class Flusher {
   uint64_t batches() const { return batches_.load(); }
   uint64_t enospc_errors() const { return enospc_.load(); }
   uint64_t io_errors() const { return io_errors_.load(); }
+  FlushPacer::Stats pacer() const { return pacer_.stats(); }
 
  private:
   struct Captured;
@@ -141,11 +145,14 @@ class Flusher {
   // awaited: log_meta() waits for one of the meta entries. A worker with
   // a segment passes seal_after (else 0): a wait that finds nothing for
   // that long ends with *idle set and nothing taken, and it seals it.
+  // urgent: someone waits for it (fsync, unmount, a writer short of RAM).
   bool take_batch(std::vector<Captured>* batch, std::vector<RecordEntry>* meta, bool* sync,
-                  bool* awaited, std::chrono::nanoseconds seal_after, bool* idle);
+                  bool* urgent, bool* awaited, std::chrono::nanoseconds seal_after, bool* idle);
   bool capture(const InodeRef& in, bool force, bool from_queue, bool pressure, Captured* c);
+  // slot (client data only): taken once its room is granted, before the
+  // first byte is written; the caller releases it after the commit.
   Status write_batch(Worker* w, std::vector<Captured>& batch, std::vector<RecordEntry>& meta,
-                     bool gate, LogPos* pos);
+                     bool gate, LogPos* pos, FlushPacer::Slot* slot = nullptr, bool urgent = false);
   // The room under the cap a batch asks for (write_batch's grant).
   uint64_t room_for(const std::vector<Captured>& batch) const;
   // Steps a wait for room to its end, writing the ungated work between the
@@ -166,6 +173,7 @@ class Flusher {
   void fail_batch(std::vector<Captured>& batch, std::vector<RecordEntry>& meta, const Status& st);
 
   const Parts p_;
+  FlushPacer pacer_;  // thread-safe on its own; how many data batches write at once
   std::vector<std::unique_ptr<Worker>> workers_;
 
   mutable std::mutex q_mu_;

@@ -292,6 +292,9 @@ class SegmentWriter {
   using FillFn = std::function<void(const std::vector<uint64_t>& block_offs)>;
   Status append(RecordType type, std::vector<RecordEntry>& entries,
                 const std::vector<Block>& blocks, const FillFn& fill);
+  // Waits until every record appended so far is written (not synced): what
+  // a batch spends carrying bytes, apart from its sync (FlushPacer).
+  Status drain();
   Status sync();
   // A batch failed after appending from `end` on: the file is cut back to
   // `end` when the writer is destroyed (and deleted if that leaves nothing),

@@ -235,6 +235,13 @@ Status SegmentWriter::preallocate(uint64_t end) {
   return Status::OK();
 }
 
+Status SegmentWriter::drain() {
+  if (!failed_.ok()) return failed_;
+  Status st = reap(true);
+  if (!st.ok()) failed_ = st;
+  return st;
+}
+
 Status SegmentWriter::sync() {
   Status st = reap(true);
   headers_.clear();

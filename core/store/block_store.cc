@@ -85,7 +85,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
   // (load may rebuild it); journal entries made before wait in the journal.
   s->flusher_ = std::make_unique<Flusher>(Flusher::Parts{
       &s->cfg_, s->clock_, s->ns_.get(), s->seqs_.get(), s->ram_.get(), s->segs_.get(),
-      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get()});
+      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get(), &s->reads_});
   s->evictor_ = std::make_unique<Evictor>(
       Evictor::Parts{&s->cfg_, s->clock_, s->ns_.get(), s->ram_.get(), s->segs_.get(),
                      s->index_.get(), s->io_.get(), s->budget_.get(), s->data_.get(),
@@ -97,9 +97,9 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreConfig& cfg, con
       Prefetcher::Parts{s->data_.get(), s->ram_.get(), &s->reclaim_mu_, &s->forgetting_},
       cfg.prefetch_bytes);
   s->prefetch_->start(cfg.prefetch_threads);
-  s->reader_ = std::make_unique<BlockReader>(BlockReader::Parts{s->data_.get(), s->ram_.get(),
-                                                                s->held_.get(), s->prefetch_.get(),
-                                                                &s->reclaim_mu_, s->clock_});
+  s->reader_ = std::make_unique<BlockReader>(
+      BlockReader::Parts{s->data_.get(), s->ram_.get(), s->held_.get(), s->prefetch_.get(),
+                         &s->reclaim_mu_, s->clock_, &s->reads_});
   s->journal_->attach(s->flusher_.get());
   Flusher* f = s->flusher_.get();
   s->ram_->set_pressure_callback([f] { f->on_pressure(); });

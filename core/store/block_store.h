@@ -83,7 +83,9 @@
 //   -> the leaves: RamTier's budget_mu_ then its shard mutexes,
 //      SegmentStore::mu_, Index's locks, BackingIo's, BufferPool's, FileOps::open_mu_,
 //      Prefetcher::mu_, PeerLog::mu_, Evictor::settled_mu_, NameNotices::mu_
-//      (its listener runs with no lock held), PeerImports::listed_mu_.
+//      (its listener runs with no lock held), PeerImports::listed_mu_,
+//      FlushPacer::mu_ (taken with none held: a flusher waits there for its
+//      turn to write).
 //   SpaceBudget::mu_ is taken with no other lock held (it reads
 //   SegmentStore::mu_ under it); waiting for room holds no lock.
 //
@@ -115,6 +117,7 @@
 #include "core/data/block_reader.h"
 #include "core/data/open_file.h"
 #include "core/data/prefetcher.h"
+#include "core/data/read_load.h"
 #include "core/evict/evictor.h"
 #include "core/inode/inode.h"
 #include "core/namespace/namespace.h"
@@ -246,6 +249,7 @@ class BlockStore {
   std::unique_ptr<SeqCounter> seqs_;
   std::unique_ptr<MetaJournal> journal_;
   std::unique_ptr<Namespace> ns_;
+  ReadLoad reads_;  // written by reader_, read by flusher_'s pacer: before both
   std::unique_ptr<Flusher> flusher_;
   NameNotices notices_;  // before the parts that tell it
   std::unique_ptr<Evictor> evictor_;

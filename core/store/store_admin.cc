@@ -53,6 +53,7 @@ StoreStats StoreAdmin::stats() {
   st.flushed_files = p_.flusher->flushed_files();
   st.flushed_bytes = p_.flusher->flushed_bytes();
   st.flush_batches = p_.flusher->batches();
+  st.pacer = p_.flusher->pacer();
   st.checksum_errors = p_.data->checksum_errors();
   st.io_errors = p_.data->read_errors() + p_.flusher->io_errors();
   st.enospc_errors = p_.flusher->enospc_errors();

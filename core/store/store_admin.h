@@ -23,6 +23,7 @@
 #include "core/config/config.h"
 #include "core/data/prefetcher.h"
 #include "core/evict/evictor.h"
+#include "core/flush/flush_pacer.h"
 #include "core/peers/peer_log.h"
 #include "core/ram/ram_tier.h"
 #include "core/segments/segment_windows.h"
@@ -50,6 +51,7 @@ struct StoreStats {
   PrefetchStats prefetch;
   SegmentWindowStats windows;
   uint64_t flushed_files = 0, flushed_bytes = 0, flush_batches = 0;
+  FlushPacer::Stats pacer;  // batches in flight, the link's model, the give-way
   uint64_t checksum_errors = 0, io_errors = 0, enospc_errors = 0;
   uint64_t dropped_files = 0;
   uint64_t queued = 0;
