@@ -336,10 +336,11 @@ const Def kDefs[] = {
    "kvfs_flush_link_round_trip_seconds", "",
    [](const Snapshot& s) { return D(s.store.pacer.fixed_ms / 1e3); }},
   {"/flush/gave_way", C, N,
-   "Flush batches held back while clients read and nothing was urgent (flush_pacing).",
+   "Times the flush gave way to client reads while nothing was urgent (flush_pacing): a batch "
+   "held back before it started, or paused between its writes.",
    "kvfs_flush_gave_way_total", "",
    [](const Snapshot& s) { return U(s.store.pacer.gave_way); }},
-  {"/flush/gave_way_seconds", C, S, "The time those batches waited.",
+  {"/flush/gave_way_seconds", C, S, "The time the flush gave way for.",
    "kvfs_flush_gave_way_seconds_total", "",
    [](const Snapshot& s) { return D(double(s.store.pacer.gave_way_ns) / 1e9); }},
 

@@ -2,7 +2,8 @@
 // FlushPacer on its own, on a clock the test moves: the limit before and
 // after the link is measured (rate and fixed part from the batches' two
 // phases), flush_pacing=0, the give-way to reads (one batch at a time, at
-// half the rate; urgent batches never wait) and stop() ending a wait.
+// half the rate; batches pausing inside, for a bounded time; urgent batches
+// and anyone waiting for the flush end it) and stop() ending a wait.
 #include "core/flush/flush_pacer.h"
 
 #include <gtest/gtest.h>
@@ -221,7 +222,87 @@ TEST(FlushPacer, NoGiveWayOnceDirtyDataFillsHalfOfTheRamTier) {
   b.take(kBatch, false);  // a second batch while clients read
   EXPECT_EQ(p.stats().writing, 2u);
   EXPECT_EQ(p.stats().gave_way, 0u);
+  EXPECT_FALSE(b.may_give_way());  // as many writes on the link as it has
+  b.pause_for_reads();             // and no pause
+  EXPECT_EQ(p.stats().gave_way, 0u);
   ram.release_dirty(40 << 20);
+}
+
+TEST(FlushPacer, ABatchPausesBetweenItsWritesWhileClientsReadAndGoesOnWhenTheyStop) {
+  StepClock c;
+  ReadLoad reads;
+  FlushPacer p({&c, &reads, nullptr, 4, true});
+  FlushPacer::Slot s(&p);
+  s.take(kBatch, false);          // no reads yet
+  EXPECT_TRUE(s.may_give_way());  // slack: it keeps few writes on the link
+  s.pause_for_reads();            // no reads: no pause
+  EXPECT_EQ(p.stats().gave_way, 0u);
+  reads.note(c.mono_ns());
+  std::atomic<bool> went_on{false};
+  std::thread t([&] {
+    s.pause_for_reads();
+    went_on = true;
+  });
+  ASSERT_TRUE(eventually([&] { return p.stats().gave_way == 1; }));
+  EXPECT_FALSE(went_on);
+  c.advance_ns(FlushPacer::kReadQuiet);  // the reads stop
+  t.join();
+  EXPECT_GE(p.stats().gave_way_ns, uint64_t(FlushPacer::kReadQuiet));
+}
+
+TEST(FlushPacer, ABatchPausesForAtMostMaxPauseInAll) {
+  StepClock c;
+  ReadLoad reads;
+  FlushPacer p({&c, &reads, nullptr, 4, true});
+  FlushPacer::Slot s(&p);
+  s.take(kBatch, false);
+  reads.note(c.mono_ns());
+  std::atomic<bool> went_on{false};
+  std::thread t([&] {
+    s.pause_for_reads();
+    went_on = true;
+  });
+  ASSERT_TRUE(eventually([&] { return p.stats().gave_way == 1; }));
+  int64_t moved = 0;
+  while (moved < FlushPacer::kMaxPause - 19'000'000) {  // reads go on all along
+    c.advance_ns(19'000'000);
+    moved += 19'000'000;
+    reads.note(c.mono_ns());
+  }
+  EXPECT_FALSE(went_on);
+  c.advance_ns(19'000'000);
+  reads.note(c.mono_ns());
+  t.join();
+  // Its budget is spent: the next pause of the same batch does not wait.
+  s.pause_for_reads();
+  EXPECT_EQ(p.stats().gave_way, 1u);
+}
+
+TEST(FlushPacer, AnFsyncEndsEveryPauseAndAnUrgentBatchNeverPauses) {
+  StepClock c;
+  ReadLoad reads;
+  FlushPacer p({&c, &reads, nullptr, 4, true});
+  reads.note(c.mono_ns());
+  FlushPacer::Slot s(&p);
+  s.take(kBatch, false);  // the first while clients read: it may write
+  FlushPacer::Slot urgent(&p);
+  urgent.take(kBatch, /*urgent=*/true);
+  urgent.pause_for_reads();  // no wait
+  EXPECT_FALSE(urgent.may_give_way());
+  EXPECT_EQ(p.stats().gave_way, 0u);
+  std::thread t([&] { s.pause_for_reads(); });
+  ASSERT_TRUE(eventually([&] { return p.stats().gave_way == 1; }));
+  {
+    // A client's fsync (or a flush of everything) waits: the batch that was
+    // taken before it, which may hold its file, goes on at once, and new
+    // batches are not held back while reads go on.
+    FlushPacer::Hurry hurry(&p);
+    t.join();
+    FlushPacer::Slot more(&p);
+    more.take(kBatch, false);
+    EXPECT_EQ(p.stats().writing, 3u);
+    EXPECT_EQ(p.stats().gave_way, 1u);
+  }
 }
 
 TEST(FlushPacer, StopEndsAWaitForTheLimit) {

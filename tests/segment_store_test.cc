@@ -106,6 +106,28 @@ TEST_F(SegmentStoreTest, SyncedBlocksReadBackAndAreListed) {
   EXPECT_FALSE(store_->list()[0].open);
 }
 
+TEST_F(SegmentStoreTest, APauseIsCalledBetweenRunsOfWritesAndTheBytesStillLand) {
+  auto w = store_->new_writer();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  int pauses = 0;
+  (*w)->set_pause({[] { return true; }, [&] { ++pauses; }});
+  std::vector<BufRef> blocks;
+  for (int i = 0; i < 20; ++i) blocks.push_back(block(kBlockSize, char('a' + i)));
+  auto ext = write_file(**w, 9, blocks, kBlockSize);  // 20 MiB: three runs of writes
+  ASSERT_TRUE((*w)->drain().ok());
+  EXPECT_GE(pauses, 2);  // before the second and the third (or every 8 MiB of pwrite)
+  (*w)->set_pause({});
+  const int before = pauses;
+  write_file(**w, 10, {block(kBlockSize, 'z')}, kBlockSize);
+  ASSERT_TRUE((*w)->sync().ok());
+  EXPECT_EQ(pauses, before);
+  for (int i = 0; i < 20; ++i) {
+    BufRef dst = BufferPool::allocate(kBlockSize);
+    ASSERT_TRUE(store_->read_extent(ext[i], dst).ok());
+    EXPECT_EQ(std::string(dst->data(), kBlockSize), std::string(kBlockSize, char('a' + i)));
+  }
+}
+
 TEST_F(SegmentStoreTest, AMetadataRecordTakesItsOwnSizeNotAPreallocationStep) {
   // Metadata records never wait for room under the cap: a new segment
   // opened for one must not take a preallocation step (4 MiB) of it.

@@ -32,6 +32,10 @@ void FlushPacer::Slot::take(uint64_t bytes, bool urgent) {
   held_ = true;
 }
 
+void FlushPacer::Slot::pause_for_reads() {
+  if (held_) p_->pause(&t_);
+}
+
 void FlushPacer::Slot::written() {
   if (held_) p_->written(&t_);
 }
@@ -42,14 +46,21 @@ void FlushPacer::Slot::release(bool ok) {
   p_->done(t_, ok);
 }
 
-bool FlushPacer::giving_way_locked(int64_t now, bool urgent) const {
+bool FlushPacer::Slot::may_give_way() const {
+  return held_ && p_->has_slack(t_.urgent);
+}
+
+bool FlushPacer::has_slack(bool urgent) const {
   if (!p_.enabled || urgent || p_.reads == nullptr) return false;
-  // Only while the flush has slack: a writer waiting for RAM, or dirty data
-  // past half of it (writers would soon wait), needs the flush at full speed.
-  if (p_.ram != nullptr &&
-      (p_.ram->under_pressure() || p_.ram->dirty_room() < p_.ram->capacity() / 2))
-    return false;
-  return p_.reads->active(now, kReadQuiet);
+  if (hurried_.load(std::memory_order_relaxed) > 0) return false;
+  // A writer waiting for RAM, or dirty data past half of it (writers would
+  // soon wait), needs the flush at full speed.
+  return p_.ram == nullptr ||
+         !(p_.ram->under_pressure() || p_.ram->dirty_room() < p_.ram->capacity() / 2);
+}
+
+bool FlushPacer::giving_way_locked(int64_t now, bool urgent) const {
+  return has_slack(urgent) && p_.reads->active(now, kReadQuiet);
 }
 
 FlushPacer::Ticket FlushPacer::admit(uint64_t bytes, bool urgent) {
@@ -81,12 +92,34 @@ FlushPacer::Ticket FlushPacer::admit(uint64_t bytes, bool urgent) {
   Ticket t;
   t.start_ns = p_.clock->mono_ns();
   t.bytes = bytes;
+  t.urgent = urgent;
   if (carrying_++ == 0) {
     busy_since_ns_ = t.start_ns;
     busy_bytes_ = 0;
   }
   ++writing_;
   return t;
+}
+
+void FlushPacer::pause(Ticket* t) {
+  std::unique_lock l(mu_);
+  int64_t since = 0;
+  for (;;) {
+    const int64_t now = p_.clock->mono_ns();
+    const int64_t paused = t->paused_ns + (since != 0 ? now - since : 0);
+    if (stopping_ || paused >= kMaxPause || !giving_way_locked(now, t->urgent)) {
+      if (since != 0) {
+        t->paused_ns = paused;
+        gave_way_ns_ += uint64_t(now - since);
+      }
+      return;
+    }
+    if (since == 0) {
+      since = now;
+      ++gave_way_;
+    }
+    cv_.wait_for(l, kRecheck);
+  }
 }
 
 void FlushPacer::written(Ticket* t) {
@@ -103,7 +136,10 @@ void FlushPacer::done(const Ticket& t, bool ok) {
     std::lock_guard l(mu_);
     --writing_;
     if (t.written_ns == 0) --carrying_;
-    if (ok && t.bytes > 0 && t.written_ns != 0) update_model_locked(t, p_.clock->mono_ns());
+    // A batch that paused for reads carried its bytes slower than the link
+    // would have: no sample.
+    if (ok && t.bytes > 0 && t.written_ns != 0 && t.paused_ns == 0)
+      update_model_locked(t, p_.clock->mono_ns());
   }
   cv_.notify_all();
 }
@@ -128,6 +164,15 @@ void FlushPacer::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+}
+
+FlushPacer::Hurry::Hurry(FlushPacer* p) : p_(p) {
+  p_->hurried_.fetch_add(1, std::memory_order_relaxed);
+  p_->cv_.notify_all();
+}
+
+FlushPacer::Hurry::~Hurry() {
+  p_->hurried_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 FlushPacer::Stats FlushPacer::stats() const {

@@ -21,17 +21,23 @@
 // slack (no fsync or unmount waits for it, no writer waits for room in RAM,
 // dirty data fills under half of the RAM tier), one batch writes at a time
 // and batches start no faster than half the measured rate (spaced by at
-// most 100 ms), so that the flush's CPU (the kernel's copy, the backing
-// fs's client) is not taken from the reads. The give-way ends as soon as
-// the slack does.
+// most 100 ms), and a batch already writing pauses between its runs of
+// writes (SegmentWriter::set_pause(): while the flush has slack, at most
+// two runs of 8 MiB on the link per batch), for at most kMaxPause in all, so that the flush's CPU
+// (the kernel's copy, the backing fs's client, on NFS-like storage the server's share where it runs
+// on the host) is not taken from the reads. The give-way ends as soon as the slack does: a Hurry
+// (an fsync, a flush of everything) ends it at once for every batch, even one taken before.
 //
 // Thread-safe: one mutex, mu_, a leaf (only the clock and the RamTier's and
-// ReadLoad's atomics are read under it). admit() waits, releasing it, until its batch may write;
-// every wait is bounded by the batches writing, which finish or fail on
-// their own (the backing dir's deadlines bound those).
+// ReadLoad's atomics are read under it); hurried_ is an atomic, so a Hurry
+// may be made under any lock. admit() waits, releasing it, until its batch
+// may write: every such wait is bounded by the batches writing, which
+// finish or fail on their own (the backing dir's deadlines bound those);
+// pause() waits at most kMaxPause per batch.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -54,6 +60,10 @@ class FlushPacer {
   static constexpr unsigned kWindow = 16;            // batches the model looks back on
   static constexpr unsigned kWarmup = 4;             // batches before it is used
   static constexpr int64_t kReadQuiet = 20'000'000;  // ns without a read: reads have stopped
+  // The longest a batch pauses inside for reads, in all: what an fsync of a
+  // file in it that came after it started may wait longer (hurry() ends
+  // the pause, but not the batch's own wait for the writes it let go).
+  static constexpr int64_t kMaxPause = 200'000'000;
   explicit FlushPacer(const Parts& p);
 
   struct Ticket {
@@ -61,6 +71,8 @@ class FlushPacer {
     int64_t written_ns = 0;  // 0 until written()
     uint64_t bytes = 0;
     double rate = 0;  // bytes/ns of its busy stretch, at written()
+    bool urgent = false;
+    int64_t paused_ns = 0;  // inside, for reads: its rate is not a sample
   };
 
   // One batch's place among those writing. Releases it when destroyed
@@ -75,6 +87,13 @@ class FlushPacer {
     // Waits until a batch of `bytes` may write (urgent: never gives way to
     // reads). A slot already taken is released first, as failed.
     void take(uint64_t bytes, bool urgent);
+    // Between the batch's runs of writes: waits while the flush gives way to
+    // reads, at most kMaxPause for the batch in all. Never for an urgent one.
+    void pause_for_reads();
+    // Whether the flush would give way to reads now if clients read: it has
+    // slack (then a batch keeps few writes on the link, so that a pause takes
+    // hold at once). Lock-free.
+    bool may_give_way() const;
     // Its bytes are written (not yet synced or committed): its fixed part
     // starts. Called once per take(), before release(true).
     void written();
@@ -90,21 +109,36 @@ class FlushPacer {
   // Every wait ends now and later ones do not wait (the flushers stop).
   void stop();
 
+  // Someone waits for the flush (fsync, flush of everything): no give-way
+  // while one does. Thread-safe and lock-free: callable under any lock.
+  class Hurry {
+   public:
+    explicit Hurry(FlushPacer* p);
+    ~Hurry();
+    Hurry(const Hurry&) = delete;
+    Hurry& operator=(const Hurry&) = delete;
+
+   private:
+    FlushPacer* p_;
+  };
+
   struct Stats {
     unsigned limit = 0;        // batches that may write at once now
     unsigned writing = 0;      // and do
     double rate_gbps = 0;      // R (0 until measured)
     double fixed_ms = 0;       // F
-    uint64_t gave_way = 0;     // batches held back for reads
-    uint64_t gave_way_ns = 0;  // the time they waited for it
+    uint64_t gave_way = 0;     // waits for reads: batches held back, or paused inside
+    uint64_t gave_way_ns = 0;  // the time they waited for them
     uint64_t limited = 0;      // batches held back by the limit
   };
   Stats stats() const;
 
  private:
   Ticket admit(uint64_t bytes, bool urgent);
+  void pause(Ticket* t);
   void written(Ticket* t);
   void done(const Ticket& t, bool ok);
+  bool has_slack(bool urgent) const;  // no lock: p_ and atomics only
   bool giving_way_locked(int64_t now, bool urgent) const;
   void update_model_locked(const Ticket& t, int64_t now);
 
@@ -112,6 +146,7 @@ class FlushPacer {
   mutable std::mutex mu_;
   std::condition_variable cv_;                   // guarded by mu_: a batch finished, or stop
   bool stopping_ = false;                        // guarded by mu_
+  std::atomic<int> hurried_{0};                  // Hurry()s alive; atomic, no lock
   unsigned limit_;                               // guarded by mu_
   unsigned writing_ = 0;                         // guarded by mu_
   unsigned carrying_ = 0;                        // guarded by mu_: batches not yet written()

@@ -327,6 +327,15 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
     w->writer = std::move(*nw);
   }
   SegmentWriter& sw = *w->writer;
+  // Client data gives way to reads inside the batch too, until it is written.
+  struct Unpause {
+    SegmentWriter* w;
+    ~Unpause() {
+      if (w) w->set_pause({});
+    }
+  } unpause{slot != nullptr ? &sw : nullptr};
+  if (slot != nullptr)
+    sw.set_pause({[slot] { return slot->may_give_way(); }, [slot] { slot->pause_for_reads(); }});
   pos->seg = sw.id();
   pos->start = sw.size();
   std::vector<RecordEntry> entries = meta;  // meta stays intact for a retry
@@ -369,6 +378,7 @@ Status Flusher::write_batch(Worker* w, std::vector<Captured>& batch, std::vector
   }
   if (slot != nullptr) {
     KVFS_RETURN_IF_ERROR(sw.drain());
+    sw.set_pause({});
     slot->written();
   }
   KVFS_RETURN_IF_ERROR(sw.sync());

@@ -125,6 +125,7 @@ Status Flusher::sync(const InodeRef& in) {
   // A flush in flight now may fail for a fault that has cleared since: only
   // a later attempt's failure counts (FlushMark).
   const FlushMark mark = in->flush.begin_fsync();
+  const FlushPacer::Hurry hurry(&pacer_);  // no give-way to reads while it waits
   enqueue_locked(in, true);
   auto done = [&] {
     return in->flush.durable(mark) || !in->linked.load() || in->flush.failed_since(mark);
@@ -148,6 +149,7 @@ Status Flusher::flush_all(bool include_open) {
   // Bounded like every client wait: TimedOut once the backing dir has been
   // stalled for io_timeout (what is dirty stays queued).
   const auto since = std::chrono::steady_clock::now();
+  const FlushPacer::Hurry hurry(&pacer_);  // no give-way to reads while it waits
   Status result;
   std::vector<InodeRef> failed;
   for (int round = 0; round < 3; ++round) {

@@ -296,6 +296,20 @@ class SegmentWriter {
   // a batch spends carrying bytes, apart from its sync (FlushPacer).
   Status drain();
   Status sync();
+  // Where a flush gives way to client reads inside a batch
+  // (FlushPacer::Slot). Between the runs of writes that append() and drain()
+  // hand to the kernel (each up to kRunBytes; pwrite writes: every
+  // kRunBytes), wait() may wait; while bounded() holds, at most
+  // kRunsInFlight runs are on the link at once, so that a wait holds back
+  // what is not yet there (not bounded: as many as the batch has, the
+  // flush at full speed). Empty functions: never.
+  struct Pause {
+    std::function<bool()> bounded;
+    std::function<void()> wait;
+  };
+  void set_pause(Pause p) { pause_ = std::move(p); }
+  static constexpr uint64_t kRunBytes = 8 << 20;
+  static constexpr unsigned kRunsInFlight = 2;
   // A batch failed after appending from `end` on: the file is cut back to
   // `end` when the writer is destroyed (and deleted if that leaves nothing),
   // so that no record of it is left for a later catch-up to apply, nor dead
@@ -329,6 +343,8 @@ class SegmentWriter {
   std::vector<iovec> run_;
   uint64_t run_off_ = 0, run_len_ = 0;
   std::deque<std::vector<iovec>> queued_iovs_;  // of queued runs, kept until reaped
+  Pause pause_;
+  uint64_t since_pause_ = 0;  // pwrite bytes since pause_ was last called
   Status failed_;
   std::vector<BufRef> headers_;      // kept alive until sync
   std::vector<ConstBufRef> pinned_;  // block buffers in flight

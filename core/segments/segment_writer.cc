@@ -66,9 +66,8 @@ SegmentWriter::~SegmentWriter() {
 }
 
 namespace {
-// A run is queued once it holds this much (the kernel splits it into the
+// A run is queued once it holds kRunBytes (the kernel splits it into the
 // backing fs's requests, all in flight together), or this many buffers.
-constexpr uint64_t kRunBytes = 8 << 20;
 constexpr size_t kRunBuffers = 256;
 }  // namespace
 
@@ -77,9 +76,14 @@ Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
     auto op = store_->track("write to segment " + std::to_string(id_));
     size_t done = 0;
     while (done < len) {
+      if (pause_.wait && since_pause_ >= kRunBytes) {
+        since_pause_ = 0;
+        pause_.wait();
+      }
       const ssize_t r = fs_->pwrite(fd_, data + done, len - done, off + done);
       if (r <= 0) return Status::FromErrno(r < 0 ? static_cast<int>(-r) : ENOSPC, "write segment");
       done += static_cast<size_t>(r);
+      since_pause_ += static_cast<size_t>(r);
     }
     return Status::OK();
   }
@@ -94,6 +98,11 @@ Status SegmentWriter::submit(const char* data, size_t len, uint64_t off) {
 
 Status SegmentWriter::queue_run() {
   if (run_.empty()) return Status::OK();
+  if (pause_.wait) {
+    if (pause_.bounded && pause_.bounded())
+      while (inflight_ >= kRunsInFlight) KVFS_RETURN_IF_ERROR(reap(false));
+    pause_.wait();
+  }
   io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
   if (sqe == nullptr) {
     // The submission queue is full: hand it to the kernel, make room.
