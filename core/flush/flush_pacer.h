@@ -23,10 +23,12 @@
 // and batches start no faster than half the measured rate (spaced by at
 // most 100 ms), and a batch already writing pauses between its runs of
 // writes (SegmentWriter::set_pause(): while the flush has slack, at most
-// two runs of 8 MiB on the link per batch), for at most kMaxPause in all, so that the flush's CPU
-// (the kernel's copy, the backing fs's client, on NFS-like storage the server's share where it runs
-// on the host) is not taken from the reads. The give-way ends as soon as the slack does: a Hurry
-// (an fsync, a flush of everything) ends it at once for every batch, even one taken before.
+// two runs of 8 MiB on the link per batch), for at most kMaxPause in all,
+// so that the flush's CPU (the kernel's copy, the backing fs's client, on
+// NFS-like storage the server's share where it runs on the host) is not
+// taken from the reads. The give-way ends as soon as the slack does: a
+// Hurry (an fsync, a flush of everything) ends it at once for every batch,
+// even one taken before.
 //
 // Thread-safe: one mutex, mu_, a leaf (only the clock and the RamTier's and
 // ReadLoad's atomics are read under it); hurried_ is an atomic, so a Hurry
@@ -61,7 +63,7 @@ class FlushPacer {
   static constexpr unsigned kWarmup = 4;             // batches before it is used
   static constexpr int64_t kReadQuiet = 20'000'000;  // ns without a read: reads have stopped
   // The longest a batch pauses inside for reads, in all: what an fsync of a
-  // file in it that came after it started may wait longer (hurry() ends
+  // file in it that came after it started may wait longer (a Hurry ends
   // the pause, but not the batch's own wait for the writes it let go).
   static constexpr int64_t kMaxPause = 200'000'000;
   explicit FlushPacer(const Parts& p);
